@@ -1,0 +1,21 @@
+/** Two projects: `unit` needs no servers; `integration` starts real ZooKeeper and Redis itself. */
+const transform = { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022', parser: { syntax: 'typescript' } } }] };
+
+module.exports = {
+  projects: [
+    {
+      displayName: 'unit',
+      testEnvironment: 'node',
+      transform,
+      testMatch: ['<rootDir>/test/unit/**/*.test.ts'],
+    },
+    {
+      displayName: 'integration',
+      testEnvironment: 'node',
+      transform,
+      testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
+      // Run with --runInBand (see package.json): suites start their own servers and assert on timing.
+      testTimeout: 60_000,
+    },
+  ],
+};
