@@ -2,6 +2,8 @@
 const transform = { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022', parser: { syntax: 'typescript' } } }] };
 
 module.exports = {
+  // Global on purpose: jest ignores testTimeout inside a project. Integration tests wait on real servers.
+  testTimeout: 60_000,
   projects: [
     {
       displayName: 'unit',
@@ -15,7 +17,6 @@ module.exports = {
       transform,
       testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
       // Run with --runInBand (see package.json): suites start their own servers and assert on timing.
-      testTimeout: 60_000,
     },
   ],
 };

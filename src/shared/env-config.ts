@@ -55,6 +55,8 @@ export interface ShardcronEnvConfig {
   readonly ops: { readonly host: string; readonly port: number; readonly token?: string };
   readonly logLevel: LogLevel;
   readonly shutdownGraceMs: number;
+  /** Overrides for the local ZooKeeper and Redis that `shardcron dev` and the tests start. */
+  readonly localServices: { readonly java?: string; readonly zkClasspath?: string; readonly redisServer?: string };
 }
 
 /** One documented environment variable. `default` is undefined for variables that are unset by default. */
@@ -109,6 +111,12 @@ export const ENV_VARIABLES = Object.freeze([
     'Log level: `fatal`, `error`, `warn`, `info`, `debug`, `trace` or `silent`.'),
   variable('SHARDCRON_SHUTDOWN_GRACE_MS', '30000',
     'On SIGTERM, how long running executions may take to finish before they are aborted, 0-3600000 ms.'),
+  variable('SHARDCRON_JAVA', undefined,
+    'Local services only (`shardcron dev`, tests): the java executable that runs ZooKeeper. Unset: `$JAVA_HOME/bin/java`, else `java` on PATH.'),
+  variable('SHARDCRON_ZK_CLASSPATH', undefined,
+    'Local services only: a classpath holding ZooKeeper\'s jars (e.g. `/opt/zookeeper/lib/*`). Unset: Debian\'s `zookeeper` package.'),
+  variable('SHARDCRON_REDIS_SERVER', undefined,
+    'Local services only: the redis-server executable. Unset: `redis-server` on PATH.'),
 ] satisfies EnvVariable[]);
 
 /** Name of a known variable. */
@@ -246,6 +254,11 @@ function parseJobsModule(raw: string): Parsed<string> {
   return ok(raw);
 }
 
+function parseFilePath(raw: string): Parsed<string> {
+  if (raw.trim() === '' || raw.includes('\0')) return bad('expected a file path');
+  return ok(raw);
+}
+
 function parseInstanceId(raw: string): Parsed<string> {
   // It becomes a ZooKeeper node name (instances/{instanceId}) and part of a queue name.
   if (raw.length > 128) return bad(`is ${raw.length} characters long; expected 1-128`);
@@ -306,13 +319,14 @@ function editDistance(a: string, b: string): number {
 }
 
 /**
- * `" (did you mean X?)"` for the one candidate the word is a prefix of (a dropped suffix, as in
+ * `" (did you mean X?)"` for the candidates the word is a prefix of (a dropped suffix, as in
  * SHARDCRON_REDIS), else for the closest one within a third of the word's length; `""` otherwise.
  */
 function didYouMean(word: string, candidates: readonly string[]): string {
   const upper = word.toUpperCase();
   const extensions = candidates.filter((c) => c.toUpperCase().startsWith(upper));
   if (extensions.length === 1) return ` (did you mean ${extensions[0]}?)`;
+  if (extensions.length > 1) return ` (did you mean ${extensions.slice(0, -1).join(', ')} or ${extensions[extensions.length - 1]}?)`;
   let best: { name: string; distance: number } | undefined;
   for (const name of candidates) {
     const distance = editDistance(upper, name.toUpperCase());
@@ -362,6 +376,10 @@ const shape = {
   SHARDCRON_OPS_TOKEN: optional(parseOpsToken),
   SHARDCRON_LOG_LEVEL: withDefault('SHARDCRON_LOG_LEVEL', parseLogLevel),
   SHARDCRON_SHUTDOWN_GRACE_MS: withDefault('SHARDCRON_SHUTDOWN_GRACE_MS', integer(0, 3_600_000, ' (milliseconds)')),
+  // Read by src/dev (local services), not by the node; listed so they are documented and not "unknown".
+  SHARDCRON_JAVA: optional(parseFilePath),
+  SHARDCRON_ZK_CLASSPATH: optional(parseFilePath),
+  SHARDCRON_REDIS_SERVER: optional(parseFilePath),
 } satisfies Record<EnvVariableName, z.ZodType>;
 
 /** Keeps the SHARDCRON_* entries (any case, to catch `shardcron_zk`) and drops empty ones: `VAR=` means unset. */
@@ -439,6 +457,11 @@ export const envSchema = z.preprocess(
     ops: { host: env.SHARDCRON_OPS_HOST, port: env.SHARDCRON_OPS_PORT, ...(token !== undefined && { token }) },
     logLevel: env.SHARDCRON_LOG_LEVEL,
     shutdownGraceMs: env.SHARDCRON_SHUTDOWN_GRACE_MS,
+    localServices: {
+      ...(env.SHARDCRON_JAVA !== undefined && { java: env.SHARDCRON_JAVA }),
+      ...(env.SHARDCRON_ZK_CLASSPATH !== undefined && { zkClasspath: env.SHARDCRON_ZK_CLASSPATH }),
+      ...(env.SHARDCRON_REDIS_SERVER !== undefined && { redisServer: env.SHARDCRON_REDIS_SERVER }),
+    },
   };
 });
 

@@ -41,6 +41,8 @@ export const ErrorCodes = {
   ZK_INVALID_ACL: 'SHARDCRON_ZK_INVALID_ACL',
   ZK_BAD_ARGUMENTS: 'SHARDCRON_ZK_BAD_ARGUMENTS',
   ZK_CONNECT_FAILED: 'SHARDCRON_ZK_CONNECT_FAILED',
+  /** A fenced multi's check failed: the fencing node changed or vanished, so the writer lost its authority. */
+  ZK_FENCE_LOST: 'SHARDCRON_ZK_FENCE_LOST',
   ZK_OTHER: 'SHARDCRON_ZK_OTHER',
 } as const;
 

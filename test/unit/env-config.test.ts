@@ -218,6 +218,27 @@ const cases: VariableCase[] = [
     valid: [['0', 0], ['3600000', 3600000]],
     invalid: [['3600001', 'out of range'], ['30s', 'not a decimal integer']],
   },
+  {
+    name: 'SHARDCRON_JAVA',
+    read: (c) => c.localServices.java,
+    defaultValue: undefined,
+    valid: [['/usr/bin/java', '/usr/bin/java']],
+    invalid: [['   ', 'expected a file path']],
+  },
+  {
+    name: 'SHARDCRON_ZK_CLASSPATH',
+    read: (c) => c.localServices.zkClasspath,
+    defaultValue: undefined,
+    valid: [['/opt/zookeeper/lib/*', '/opt/zookeeper/lib/*']],
+    invalid: [['  ', 'expected a file path']],
+  },
+  {
+    name: 'SHARDCRON_REDIS_SERVER',
+    read: (c) => c.localServices.redisServer,
+    defaultValue: undefined,
+    valid: [['/usr/bin/redis-server', '/usr/bin/redis-server']],
+    invalid: [[' ', 'expected a file path']],
+  },
 ];
 
 describe('loadEnvConfig', () => {
@@ -271,6 +292,7 @@ describe('loadEnvConfig', () => {
       ops: { host: '127.0.0.1', port: 8080 },
       logLevel: 'info',
       shutdownGraceMs: 30000,
+      localServices: {},
     });
   });
 
@@ -322,7 +344,7 @@ describe('loadEnvConfig', () => {
       ['SHARDCRON_CONCURENCY', 'did you mean SHARDCRON_CONCURRENCY?'],
       ['SHARDCRON_ZK_SESSION_TIMEOUT', 'did you mean SHARDCRON_ZK_SESSION_TIMEOUT_MS?'],
       ['SHARDCRON_NAMESAPCE', 'did you mean SHARDCRON_NAMESPACE?'],
-      ['SHARDCRON_REDIS', 'did you mean SHARDCRON_REDIS_URL?'],
+      ['SHARDCRON_REDIS', 'did you mean SHARDCRON_REDIS_URL or SHARDCRON_REDIS_SERVER?'],
       ['shardcron_zk', 'names are case-sensitive: did you mean SHARDCRON_ZK?'],
     ])('rejects %s with a suggestion', (name, suggestion) => {
       const err = configError({ [name]: 'x' });

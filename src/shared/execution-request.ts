@@ -1,0 +1,32 @@
+import { z } from 'zod';
+
+/** Why an execution happens (ElasticJob's execution sources, plus TRIGGER for manual runs). */
+export const ExecutionSources = ['NORMAL', 'MISFIRE', 'FAILOVER', 'TRIGGER'] as const;
+export type ExecutionSource = (typeof ExecutionSources)[number];
+
+/**
+ * One BullMQ job on an instance's queue = one request to execute one item of one fire.
+ * `epoch` is the dispatching leader's epoch, kept for diagnosing split-brain questions.
+ */
+export const executionRequestSchema = z.object({
+  job: z.string().min(1),
+  item: z.number().int().nonnegative(),
+  fireTime: z.number().int().nonnegative(),
+  source: z.enum(ExecutionSources),
+  epoch: z.number().int().nonnegative(),
+  /** For FAILOVER: the instance the item was taken from. */
+  from: z.string().optional(),
+});
+
+export type ExecutionRequest = z.output<typeof executionRequestSchema>;
+
+/**
+ * Deterministic BullMQ job id, so that a replayed dispatch is a no-op (BullMQ ignores an add
+ * whose id exists). Failover requests get their own id (suffixed with the dead instance), since
+ * they run the same (job, fire, item) again on purpose. BullMQ forbids ':' in ids.
+ */
+export function executionJobId(request: Pick<ExecutionRequest, 'job' | 'fireTime' | 'item' | 'source' | 'from'>): string {
+  const base = `${request.job}|${request.fireTime}|${request.item}`;
+  const id = request.source === 'FAILOVER' ? `${base}|failover|${request.from ?? ''}` : request.source === 'NORMAL' ? base : `${base}|${request.source.toLowerCase()}`;
+  return id.replace(/:/g, '_');
+}

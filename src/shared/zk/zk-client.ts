@@ -1,0 +1,440 @@
+import * as zookeeper from 'node-zookeeper-client';
+import { ErrorCodes, ShardcronError } from '../errors';
+import { silentLogger, type Logger } from '../logger';
+import { TypedEmitter } from '../typed-emitter';
+import { backoffDelayMs, sleep, type BackoffOptions } from './backoff';
+import { isRetryable, namedZkCode, toZkError, ZkError } from './zk-errors';
+import { ZkMulti, type ZkOp, type ZkOpResult } from './zk-multi';
+import { ZkSession } from './zk-session';
+import {
+  toBuffer,
+  toZkStat,
+  type ZkCreateMode,
+  type ZkData,
+  type ZkStat,
+  type ZkWatcher,
+} from './zk-types';
+
+/** How to reach ZooKeeper and how hard to try. */
+export interface ZkClientOptions {
+  /** `host:port[,host:port...]`, no chroot: the namespace is the chroot. */
+  connectionString: string;
+  /** Every path is relative to `/{namespace}`; the root node is created on connect. */
+  namespace: string;
+  sessionTimeoutMs: number;
+  /** How long one connection attempt (and an operation waiting for a connection) may take. */
+  connectTimeoutMs: number;
+  retry: BackoffOptions;
+  /** `digest` credentials; when set, every node is created with a creator-only ACL. */
+  digest?: { user: string; password: string };
+  logger?: Logger;
+}
+
+/**
+ * Connection states. `suspended`: the connection dropped, the session may still live (stop
+ * acting on ownership). `lost`: the session is gone (expired, or no contact for a whole session
+ * timeout); a new session is being built and `session:renewed` follows.
+ */
+export type ZkState = 'idle' | 'connecting' | 'connected' | 'suspended' | 'lost' | 'closed';
+
+export interface ZkClientEvents {
+  [event: string]: object;
+  state: { from: ZkState; to: ZkState };
+  connected: { sessionId: string };
+  suspended: { sessionId: string; at: number };
+  reconnected: { sessionId: string };
+  lost: { sessionId: string; reason: 'expired' | 'timeout' };
+  'session:renewed': { sessionId: string; previousSessionId: string };
+  closed: Record<string, never>;
+}
+
+const TRANSITIONS: Readonly<Record<ZkState, readonly ZkState[]>> = {
+  idle: ['connecting', 'closed'],
+  connecting: ['connected', 'closed'],
+  connected: ['suspended', 'lost', 'closed'],
+  suspended: ['connected', 'lost', 'closed'],
+  lost: ['connected', 'closed'],
+  closed: [],
+};
+
+const MODES: Readonly<Record<ZkCreateMode, number>> = {
+  persistent: zookeeper.CreateMode.PERSISTENT,
+  ephemeral: zookeeper.CreateMode.EPHEMERAL,
+  persistent_sequential: zookeeper.CreateMode.PERSISTENT_SEQUENTIAL,
+  ephemeral_sequential: zookeeper.CreateMode.EPHEMERAL_SEQUENTIAL,
+};
+
+/**
+ * node-zookeeper-client's Transaction does `version = version || -1`, turning an expected
+ * version of 0 into "any version". A fencing check on a never-modified node (version 0) would then
+ * always pass. We let the library validate the op, then put the real version back.
+ */
+function pinVersion(tx: zookeeper.Transaction, version: number): void {
+  const ops = (tx as unknown as { ops: Array<{ version: number }> }).ops;
+  ops[ops.length - 1].version = version;
+}
+
+/**
+ * A promise API over node-zookeeper-client that survives its failures: it reconnects with
+ * exponential backoff, tells owners about every state change, and replaces an expired session with
+ * a new one (node-zookeeper-client's client is dead after expiry). Paths are namespace-relative.
+ */
+export class ZkClient extends TypedEmitter<ZkClientEvents> {
+  private current: ZkSession | undefined;
+  private stateValue: ZkState = 'idle';
+  private closing: Promise<void> | undefined;
+  private renewing: Promise<void> | undefined;
+  private readonly closeController = new AbortController();
+  private readonly log: Logger;
+  private readonly root: string;
+  private readonly acls: zookeeper.ACL[];
+
+  constructor(readonly options: ZkClientOptions) {
+    const log = (options.logger ?? silentLogger).child({ component: 'zk', ns: options.namespace });
+    super(log);
+    this.log = log;
+    this.root = `/${options.namespace}`;
+    // Creator-only ACL with a digest, as ElasticJob does: a client without the credentials can
+    // neither read nor write the namespace. The typings omit the ACL constants, hence the cast.
+    const constants = zookeeper.ACL as unknown as Record<'CREATOR_ALL_ACL' | 'OPEN_ACL_UNSAFE', zookeeper.ACL[]>;
+    this.acls = options.digest ? constants.CREATOR_ALL_ACL : constants.OPEN_ACL_UNSAFE;
+  }
+
+  get state(): ZkState {
+    return this.stateValue;
+  }
+
+  /** Hex id of the live session ('0' before the first connect). */
+  get sessionId(): string {
+    return this.current?.sessionId ?? '0';
+  }
+
+  /** The timeout the server granted, which may differ from the one asked for. */
+  get negotiatedSessionTimeoutMs(): number {
+    return this.current?.negotiatedTimeoutMs ?? this.options.sessionTimeoutMs;
+  }
+
+  /** Connects (retrying with backoff up to `retry.maxRetries`) and ensures the namespace root. */
+  async start(): Promise<this> {
+    this.transition('connecting');
+    try {
+      this.current = await this.openSession(this.options.retry.maxRetries);
+    } catch (err) {
+      await this.close();
+      throw err;
+    }
+    this.transition('connected');
+    this.emit('connected', { sessionId: this.sessionId });
+    return this;
+  }
+
+  close(): Promise<void> {
+    return (this.closing ??= this.doClose());
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  // ---- operations -------------------------------------------------------------------------
+
+  /** Creates a node; returns its path (with the sequence suffix for sequential modes). */
+  async create(path: string, data?: ZkData, mode: ZkCreateMode = 'persistent'): Promise<string> {
+    // A create lost in flight may have happened. Retrying a plain create then fails with
+    // NODE_EXISTS, which callers handle; retrying a sequential one would make a second node,
+    // so those are not retried (callers find their node by its data, as Curator's protected mode).
+    const retry = !mode.endsWith('_sequential');
+    const created = await this.run(
+      'create',
+      path,
+      (raw, cb) => raw.create(this.abs(path), toBuffer(data) ?? Buffer.alloc(0), this.acls, MODES[mode], cb),
+      retry,
+    );
+    return this.rel(created as string);
+  }
+
+  /** Creates `path` and any missing parents (persistent, empty); existing nodes are left alone. */
+  async ensurePath(path: string): Promise<void> {
+    await this.run('ensurePath', path, (raw, cb) => raw.mkdirp(this.abs(path), Buffer.alloc(0), this.acls, MODES.persistent, cb));
+  }
+
+  /** Data and stat of a node; throws ZK_NO_NODE when absent. An optional one-shot watcher. */
+  async get(path: string, watcher?: ZkWatcher): Promise<{ data: Buffer; stat: ZkStat }> {
+    return this.run('get', path, (raw, cb) => {
+      const done = (err: Error | zookeeper.Exception | null, data: Buffer, stat: zookeeper.Stat) =>
+        cb(err, err ? undefined : { data: data ?? Buffer.alloc(0), stat: toZkStat(stat) });
+      if (watcher) raw.getData(this.abs(path), this.wrapWatcher(watcher), done);
+      else raw.getData(this.abs(path), done);
+    });
+  }
+
+  /** Node data as UTF-8 text, or undefined when the node does not exist. */
+  async getText(path: string): Promise<string | undefined> {
+    try {
+      return (await this.get(path)).data.toString('utf8');
+    } catch (err) {
+      if (err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE) return undefined;
+      throw err;
+    }
+  }
+
+  /** Sets data; `version` -1 means any version. Returns the new stat. */
+  async set(path: string, data: ZkData, version = -1): Promise<ZkStat> {
+    return this.run('set', path, (raw, cb) =>
+      raw.setData(this.abs(path), toBuffer(data) ?? Buffer.alloc(0), version, (err, stat) => cb(err, err ? undefined : toZkStat(stat))),
+    );
+  }
+
+  /** Deletes a leaf node; `version` -1 means any version. */
+  async delete(path: string, version = -1): Promise<void> {
+    await this.run('delete', path, (raw, cb) => raw.remove(this.abs(path), version, cb));
+  }
+
+  /** Deletes a node and everything under it; a missing node is not an error. */
+  async deleteRecursive(path: string): Promise<void> {
+    // Children can appear while we walk (a worker registering); retry the walk a few times.
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        const kids = await this.children(path);
+        for (const kid of kids) await this.deleteRecursive(`${path === '/' ? '' : path}/${kid}`);
+        if (path !== '/') await this.delete(path);
+        return;
+      } catch (err) {
+        if (err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE) return;
+        if (err instanceof ZkError && err.code === ErrorCodes.ZK_NOT_EMPTY && attempt < 5) continue;
+        throw err;
+      }
+    }
+  }
+
+  /** Child names (not paths); throws ZK_NO_NODE when the parent is absent. */
+  async children(path: string, watcher?: ZkWatcher): Promise<string[]> {
+    return this.run('children', path, (raw, cb) => {
+      const done = (err: Error | zookeeper.Exception | null, kids: string[]) => cb(err, err ? undefined : kids);
+      if (watcher) raw.getChildren(this.abs(path), this.wrapWatcher(watcher), done);
+      else raw.getChildren(this.abs(path), done);
+    });
+  }
+
+  /** Stat of a node or null; with a watcher, fires on creation as well as change or deletion. */
+  async exists(path: string, watcher?: ZkWatcher): Promise<ZkStat | null> {
+    return this.run('exists', path, (raw, cb) => {
+      const done = (err: Error | zookeeper.Exception | null, stat: zookeeper.Stat) => cb(err, err ? undefined : stat ? toZkStat(stat) : null);
+      if (watcher) raw.exists(this.abs(path), this.wrapWatcher(watcher), done);
+      else raw.exists(this.abs(path), done);
+    });
+  }
+
+  /** An atomic transaction. */
+  multi(): ZkMulti {
+    return new ZkMulti((ops, fenced) => this.commit(ops, fenced));
+  }
+
+  /**
+   * A transaction that first checks `fence` still has `version`. If the check fails, the
+   * transaction fails with ZK_FENCE_LOST: whoever owned the fence node is no longer authoritative.
+   */
+  fencedMulti(fence: { path: string; version: number }): ZkMulti {
+    return new ZkMulti((ops, fenced) => this.commit(ops, fenced), true).check(fence.path, fence.version);
+  }
+
+  // ---- internals --------------------------------------------------------------------------
+
+  private async commit(ops: readonly ZkOp[], fenced: boolean): Promise<ZkOpResult[]> {
+    if (ops.length === 0) return [];
+    // A multi is not idempotent (creates, sequential nodes): never retried here.
+    const results = await this.run(
+      'multi',
+      undefined,
+      (raw, cb) => {
+        const tx = raw.transaction();
+        for (const op of ops) {
+          const p = this.abs(op.path);
+          if (op.type === 'check') tx.check(p, op.version);
+          else if (op.type === 'create') tx.create(p, toBuffer(op.data) ?? Buffer.alloc(0), this.acls, MODES[op.mode]);
+          else if (op.type === 'set') tx.setData(p, toBuffer(op.data) ?? Buffer.alloc(0), op.version);
+          else tx.remove(p, op.version);
+          if (op.type !== 'create') pinVersion(tx, op.version);
+        }
+        tx.commit((err, res) => cb(err && !Array.isArray(res) ? err : null, { err, res }));
+      },
+      false,
+    );
+    const raw = results as { err: unknown; res?: Array<{ type: number; err?: number; path?: string }> };
+    const failedAt = raw.res?.findIndex((r) => typeof r.err === 'number' && r.err !== 0) ?? -1;
+    if (raw.err || failedAt >= 0) {
+      const zkCode = failedAt >= 0 ? raw.res![failedAt].err! : -1;
+      const op = failedAt >= 0 ? ops[failedAt] : undefined;
+      if (fenced && failedAt === 0) {
+        throw new ZkError(ErrorCodes.ZK_FENCE_LOST, zkCode, 'multi', op?.path, { opIndex: 0, cause: namedZkCode(zkCode) });
+      }
+      if (failedAt < 0) throw toZkError(raw.err, 'multi');
+      throw new ZkError(namedZkCode(zkCode), zkCode, `multi op #${failedAt} (${op?.type})`, op?.path, { opIndex: failedAt });
+    }
+    return ops.map((op, i) => ({ type: op.type, path: raw.res?.[i]?.path ? this.rel(raw.res[i].path!) : undefined }));
+  }
+
+  /**
+   * Runs one request on the live session. Waits (up to connectTimeoutMs) for a connection when
+   * suspended, and retries connection-loss failures with backoff when `retry` is set.
+   */
+  private async run<T>(
+    op: string,
+    path: string | undefined,
+    call: (raw: zookeeper.Client, cb: (err: unknown, value?: unknown) => void) => void,
+    retry = true,
+  ): Promise<T> {
+    for (let attempt = 0; ; attempt += 1) {
+      const session = await this.awaitConnected(op, path);
+      try {
+        return await new Promise<T>((resolve, reject) => {
+          call(session.raw, (err, value) => (err ? reject(toZkError(err, op, path)) : resolve(value as T)));
+        });
+      } catch (err) {
+        if (!retry || !isRetryable(err) || attempt >= this.options.retry.maxRetries || this.closing) throw err;
+        await sleep(backoffDelayMs(attempt, this.options.retry), this.closeController.signal).catch(() => undefined);
+      }
+    }
+  }
+
+  private async awaitConnected(op: string, path: string | undefined): Promise<ZkSession> {
+    if (this.stateValue === 'connected' && this.current) return this.current;
+    if (this.stateValue === 'closed' || this.closing) {
+      throw new ShardcronError(ErrorCodes.CLOSED, `ZooKeeper client is closed; cannot ${op} ${path ?? ''}`.trim());
+    }
+    const deadline = this.options.connectTimeoutMs;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        off();
+        reject(new ZkError(ErrorCodes.ZK_CONNECTION_LOSS, -4, op, path, { waitedMs: deadline, state: this.stateValue }));
+      }, deadline);
+      const off = this.on('state', ({ to }) => {
+        if (to !== 'connected' && to !== 'closed') return;
+        clearTimeout(timer);
+        off();
+        if (to === 'connected') resolve();
+        else reject(new ShardcronError(ErrorCodes.CLOSED, `ZooKeeper client closed while waiting to ${op}`));
+      });
+    });
+    return this.current!;
+  }
+
+  /** Opens a new session, retrying up to `maxRetries` times (Infinity after a loss). */
+  private async openSession(maxRetries: number): Promise<ZkSession> {
+    let lastError: unknown;
+    for (let attempt = 0; attempt <= maxRetries && !this.closing; attempt += 1) {
+      const session = new ZkSession(this.options, this.log, {
+        onDisconnected: (s) => this.onDisconnected(s),
+        onReconnected: (s) => this.onReconnected(s),
+        onExpired: (s) => this.onSessionGone(s, 'expired'),
+      });
+      try {
+        await session.open(this.options.connectTimeoutMs);
+        await session.mkdirp(this.root, this.acls);
+        return session;
+      } catch (err) {
+        lastError = err;
+        session.close();
+        this.log.warn({ err, attempt }, 'ZooKeeper connection attempt failed');
+        if (attempt < maxRetries) {
+          await sleep(backoffDelayMs(attempt, this.options.retry), this.closeController.signal).catch(() => undefined);
+        }
+      }
+    }
+    throw new ShardcronError(
+      ErrorCodes.ZK_CONNECT_FAILED,
+      `Cannot connect to ZooKeeper at ${this.options.connectionString} (namespace ${this.options.namespace}) ` +
+        `after ${maxRetries + 1} attempt(s) of ${this.options.connectTimeoutMs} ms. Check SHARDCRON_ZK and that ZooKeeper is running.`,
+      { connectionString: this.options.connectionString },
+      { cause: lastError },
+    );
+  }
+
+  private onDisconnected(session: ZkSession): void {
+    if (session !== this.current || this.stateValue !== 'connected') return;
+    this.transition('suspended');
+    this.emit('suspended', { sessionId: session.sessionId, at: Date.now() });
+    // The server expires the session one session timeout after its last contact with us. Past
+    // that we cannot know our ephemeral nodes still exist, so we treat the session as lost
+    // ourselves (Curator's behaviour) instead of waiting for a reconnect that may take forever.
+    session.armLossTimer(() => this.onSessionGone(session, 'timeout'));
+  }
+
+  private onReconnected(session: ZkSession): void {
+    if (session !== this.current || this.stateValue !== 'suspended') return;
+    session.disarmLossTimer();
+    this.transition('connected');
+    this.emit('reconnected', { sessionId: session.sessionId });
+  }
+
+  private onSessionGone(session: ZkSession, reason: 'expired' | 'timeout'): void {
+    if (session !== this.current || this.closing || this.renewing) return;
+    if (this.stateValue !== 'connected' && this.stateValue !== 'suspended') return;
+    this.transition('lost');
+    this.emit('lost', { sessionId: session.sessionId, reason });
+    session.close();
+    this.renewing = this.renew(session.sessionId).finally(() => (this.renewing = undefined));
+  }
+
+  private async renew(previousSessionId: string): Promise<void> {
+    try {
+      const session = await this.openSession(Number.POSITIVE_INFINITY);
+      if (this.closing) return session.close();
+      this.current = session;
+      this.transition('connected');
+      this.emit('session:renewed', { sessionId: session.sessionId, previousSessionId });
+    } catch (err) {
+      if (!this.closing) this.log.error({ err }, 'could not renew the ZooKeeper session');
+    }
+  }
+
+  private transition(to: ZkState): void {
+    const from = this.stateValue;
+    if (from === to) return;
+    if (!TRANSITIONS[from].includes(to)) {
+      this.log.warn({ from, to }, 'ignored invalid ZooKeeper state transition');
+      return;
+    }
+    this.stateValue = to;
+    this.log.info({ from, to, sessionId: this.sessionId }, 'ZooKeeper connection state');
+    this.emit('state', { from, to });
+  }
+
+  private wrapWatcher(watcher: ZkWatcher): (event: zookeeper.Event) => void {
+    return (event) => {
+      const type = event.getType();
+      const kind =
+        type === zookeeper.Event.NODE_CREATED ? 'created'
+        : type === zookeeper.Event.NODE_DELETED ? 'deleted'
+        : type === zookeeper.Event.NODE_DATA_CHANGED ? 'dataChanged'
+        : type === zookeeper.Event.NODE_CHILDREN_CHANGED ? 'childrenChanged'
+        : 'other';
+      try {
+        watcher({ type: kind, path: this.rel(event.getPath()) });
+      } catch (err) {
+        this.log.error({ err }, 'ZooKeeper watcher threw; ignored');
+      }
+    };
+  }
+
+  private abs(path: string): string {
+    if (!path.startsWith('/')) {
+      throw new ShardcronError(ErrorCodes.ZK_BAD_ARGUMENTS, `ZooKeeper path must start with '/': ${JSON.stringify(path)}`);
+    }
+    return path === '/' ? this.root : this.root + path;
+  }
+
+  private rel(path: string): string {
+    if (path === this.root) return '/';
+    return path.startsWith(this.root + '/') ? path.slice(this.root.length) : path;
+  }
+
+  private async doClose(): Promise<void> {
+    this.closeController.abort(new ShardcronError(ErrorCodes.CLOSED, 'ZooKeeper client closed'));
+    const session = this.current;
+    this.transition('closed');
+    if (session) await session.closeAndWait();
+    this.emit('closed', {});
+    this.removeAllListeners();
+  }
+}

@@ -1,0 +1,145 @@
+import * as zookeeper from 'node-zookeeper-client';
+import { ErrorCodes, ShardcronError } from '../errors';
+import type { Logger } from '../logger';
+import { toZkError } from './zk-errors';
+import { sessionIdHex } from './zk-types';
+
+interface SessionHandlers {
+  onDisconnected(session: ZkSession): void;
+  onReconnected(session: ZkSession): void;
+  onExpired(session: ZkSession): void;
+}
+
+interface SessionOptions {
+  connectionString: string;
+  sessionTimeoutMs: number;
+  digest?: { user: string; password: string };
+}
+
+/**
+ * One ZooKeeper session: one node-zookeeper-client instance from connect to close. The client
+ * object cannot outlive its session, so {@link ZkClient} builds a new ZkSession after a loss and
+ * ignores events from old ones.
+ */
+export class ZkSession {
+  readonly raw: zookeeper.Client;
+  private opened = false;
+  private closed = false;
+  private lossTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    options: SessionOptions,
+    private readonly log: Logger,
+    private readonly handlers: SessionHandlers,
+  ) {
+    // node-zookeeper-client retries a lost connection on its own across the server list;
+    // spinDelay is the pause between servers. We keep it short so a restart is noticed fast.
+    this.raw = zookeeper.createClient(options.connectionString, {
+      sessionTimeout: options.sessionTimeoutMs,
+      spinDelay: 200,
+      retries: 0,
+    });
+    if (options.digest) {
+      this.raw.addAuthInfo('digest', Buffer.from(`${options.digest.user}:${options.digest.password}`));
+    }
+  }
+
+  get sessionId(): string {
+    return sessionIdHex(this.raw.getSessionId());
+  }
+
+  get negotiatedTimeoutMs(): number {
+    return this.raw.getSessionTimeout();
+  }
+
+  /** Connects; rejects after `timeoutMs` or when the server refuses the credentials. */
+  open(timeoutMs: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        cleanup();
+        reject(new ShardcronError(ErrorCodes.ZK_CONNECT_FAILED, `no ZooKeeper connection within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const onConnected = () => {
+        cleanup();
+        this.opened = true;
+        this.wire();
+        resolve();
+      };
+      const onAuthFailed = () => {
+        cleanup();
+        reject(new ShardcronError(ErrorCodes.ZK_AUTH_FAILED, 'ZooKeeper refused the digest credentials (SHARDCRON_ZK_DIGEST)'));
+      };
+      const cleanup = () => {
+        clearTimeout(timer);
+        this.raw.removeListener('connected', onConnected);
+        this.raw.removeListener('authenticationFailed', onAuthFailed);
+      };
+      this.raw.once('connected', onConnected);
+      this.raw.once('authenticationFailed', onAuthFailed);
+      this.raw.connect();
+    });
+  }
+
+  /** mkdirp on this session (used for the namespace root before the session is handed out). */
+  mkdirp(path: string, acls: zookeeper.ACL[]): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.raw.mkdirp(path, Buffer.alloc(0), acls, zookeeper.CreateMode.PERSISTENT, (err) =>
+        err ? reject(toZkError(err, 'ensurePath', path)) : resolve(),
+      );
+    });
+  }
+
+  armLossTimer(onLoss: () => void): void {
+    this.disarmLossTimer();
+    this.lossTimer = setTimeout(onLoss, this.negotiatedTimeoutMs);
+  }
+
+  disarmLossTimer(): void {
+    if (this.lossTimer) clearTimeout(this.lossTimer);
+    this.lossTimer = undefined;
+  }
+
+  /** Closes without waiting (the server may be unreachable). */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.disarmLossTimer();
+    this.raw.removeAllListeners();
+    // Swallow late 'error'-like emissions from a client we no longer listen to.
+    this.raw.on('state', () => undefined);
+    try {
+      this.raw.close();
+    } catch (err) {
+      this.log.debug({ err }, 'closing a ZooKeeper client threw; ignored');
+    }
+  }
+
+  /** Closes and waits (bounded) for the close-session request to reach the server, so that our
+   *  ephemeral nodes vanish now rather than one session timeout later. */
+  async closeAndWait(maxWaitMs = 2000): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.disarmLossTimer();
+    const connected = this.opened && this.raw.getState() === zookeeper.State.SYNC_CONNECTED;
+    const gone = new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, connected ? maxWaitMs : 0);
+      this.raw.once('disconnected', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+    try {
+      this.raw.close();
+    } catch (err) {
+      this.log.debug({ err }, 'closing a ZooKeeper client threw; ignored');
+    }
+    await gone;
+    this.raw.removeAllListeners();
+  }
+
+  private wire(): void {
+    this.raw.on('disconnected', () => !this.closed && this.handlers.onDisconnected(this));
+    this.raw.on('connected', () => !this.closed && this.handlers.onReconnected(this));
+    this.raw.on('expired', () => !this.closed && this.handlers.onExpired(this));
+  }
+}

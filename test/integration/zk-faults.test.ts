@@ -1,0 +1,108 @@
+import { tcpExchange } from '../../src/dev/child-service';
+import type { ZooKeeperEnsemble, ZooKeeperServer } from '../../src/dev/zookeeper-server';
+import { ChildrenCache } from '../../src/shared/zk';
+import { closeServices, eventually, startZooKeeper, startZooKeeperEnsemble, waitFor } from '../helpers/services';
+import { closeZkClients, connectZk, recordZkEvents, uniqueNamespace } from '../helpers/zk';
+
+afterEach(async () => {
+  await closeZkClients();
+  await closeServices();
+});
+
+describe('ZooKeeper outages', () => {
+  let server: ZooKeeperServer;
+
+  beforeEach(async () => {
+    server = await startZooKeeper();
+  });
+
+  it('a short outage suspends and reconnects with the same session', async () => {
+    // Long enough to cover a JVM restart on a loaded 2-core machine.
+    const zk = await connectZk(server.connectionString, { sessionTimeoutMs: 8_000 });
+    const events = recordZkEvents(zk);
+    const sessionId = zk.sessionId;
+    await zk.create('/mine', 'x', 'ephemeral');
+
+    await server.stop();
+    await waitFor(() => zk.state === 'suspended', { message: 'client suspended after the server stopped' });
+    await server.restart();
+    await waitFor(() => zk.state === 'connected', { timeoutMs: 15_000, message: 'client reconnected' });
+
+    expect(events).toEqual(['suspended', 'reconnected']);
+    expect(zk.sessionId).toBe(sessionId);
+    expect((await zk.exists('/mine'))?.ephemeralOwner).toBe(sessionId);
+  });
+
+  it('an outage longer than the session: suspended -> lost -> renewed, and the children cache resyncs', async () => {
+    const namespace = uniqueNamespace('outage');
+    const zk = await connectZk(server.connectionString, { namespace, sessionTimeoutMs: 1_500 });
+    const events = recordZkEvents(zk);
+    const oldSession = zk.sessionId;
+    await zk.ensurePath('/members');
+    await zk.create('/members/old-ephemeral', '', 'ephemeral');
+    await zk.create('/members/persistent', '');
+    // The owner pattern: re-create ephemeral nodes when a new session arrives.
+    zk.on('session:renewed', () => void zk.create('/members/renewed-ephemeral', '', 'ephemeral').catch(() => undefined));
+    const cache = await new ChildrenCache(zk, { path: '/members' }).start();
+    expect(cache.names()).toEqual(['old-ephemeral', 'persistent']);
+
+    await server.stop();
+    await waitFor(() => events.includes('lost'), { timeoutMs: 10_000, message: 'session declared lost while the server is down' });
+    await server.restart();
+
+    // Someone else writes while our session is being rebuilt.
+    const other = await connectZk(server.connectionString, { namespace, sessionTimeoutMs: 4_000 });
+    await other.create('/members/created-meanwhile', '');
+
+    await waitFor(() => events.includes('session:renewed'), { timeoutMs: 15_000, message: 'new session' });
+    expect(events.slice(0, 3)).toEqual(['suspended', 'lost', 'session:renewed']);
+    expect(zk.sessionId).not.toBe(oldSession);
+    // The old session's ephemeral node goes when the server expires that session.
+    await eventually(() => expect(cache.names()).toEqual(['created-meanwhile', 'persistent', 'renewed-ephemeral']), {
+      timeoutMs: 15_000,
+    });
+    await cache.close();
+  });
+
+  it('operations issued while suspended wait for the reconnect instead of failing', async () => {
+    const zk = await connectZk(server.connectionString, { sessionTimeoutMs: 8_000, connectTimeoutMs: 15_000 });
+    await server.stop();
+    await waitFor(() => zk.state === 'suspended');
+    const pending = zk.create('/written-after-restart', 'x');
+    await server.restart();
+    await expect(pending).resolves.toBe('/written-after-restart');
+  });
+});
+
+describe('ZooKeeper ensemble', () => {
+  let ensemble: ZooKeeperEnsemble;
+
+  /** The member holding our client's connection: the one with the most live connections. */
+  async function memberServing(): Promise<number> {
+    const counts = await Promise.all(
+      ensemble.members.map(async (m) => {
+        const mntr = await tcpExchange(m.clientPort, 'mntr').catch(() => '');
+        return Number(/zk_num_alive_connections\s+(\d+)/.exec(mntr)?.[1] ?? 0);
+      }),
+    );
+    return ensemble.members[counts.indexOf(Math.max(...counts))].id;
+  }
+
+  it('survives the loss of the member the client is connected to, with no session loss', async () => {
+    ensemble = await startZooKeeperEnsemble();
+    const zk = await connectZk(ensemble.connectionString, { sessionTimeoutMs: 6_000 });
+    const events = recordZkEvents(zk);
+    const sessionId = zk.sessionId;
+    await zk.create('/alive', '', 'ephemeral');
+
+    const victim = await memberServing();
+    await ensemble.members.find((m) => m.id === victim)!.stop();
+
+    await zk.create('/after-loss', 'x');
+    expect(zk.state).toBe('connected');
+    expect(zk.sessionId).toBe(sessionId);
+    expect(events).not.toContain('lost');
+    expect((await zk.exists('/alive'))?.ephemeralOwner).toBe(sessionId);
+    expect(await zk.getText('/after-loss')).toBe('x');
+  });
+});
