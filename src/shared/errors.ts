@@ -19,6 +19,8 @@ export const ErrorCodes = {
   LEADERSHIP_LOST: 'SHARDCRON_LEADERSHIP_LOST',
   /** An execution may no longer be ours: the session was lost or the item moved. */
   NOT_OWNER: 'SHARDCRON_NOT_OWNER',
+  /** A job handler threw or rejected (its errorHandler has run). */
+  EXECUTION_FAILED: 'SHARDCRON_EXECUTION_FAILED',
   /** A required local binary (ZooKeeper, redis-server, java) is missing. */
   MISSING_DEPENDENCY: 'SHARDCRON_MISSING_DEPENDENCY',
   /** A local service did not start or answer in time. */

@@ -1,0 +1,69 @@
+import { runShardingStrategy, sortInstancesForSharding } from '../shared/sharding-strategies';
+
+/** instanceId -> the items it runs. */
+export type Assignment = Record<string, number[]>;
+
+/** item -> instanceId, for every assigned item. */
+export function itemOwners(assignment: Assignment): Map<number, string> {
+  const owners = new Map<number, string>();
+  for (const [instanceId, items] of Object.entries(assignment)) {
+    for (const item of items) owners.set(item, instanceId);
+  }
+  return owners;
+}
+
+/**
+ * True when `assignment` still covers items 0..total-1 with live instances only. Checked at every
+ * fire, so an assignment naming a vanished instance is recomputed (the reconcile of DESIGN.md flow 5,
+ * done continuously instead of every few minutes).
+ */
+export function assignmentStillValid(assignment: Assignment, total: number, live: ReadonlySet<string>): boolean {
+  const owners = itemOwners(assignment);
+  if (owners.size !== total) return false;
+  for (let item = 0; item < total; item += 1) {
+    const owner = owners.get(item);
+    if (owner === undefined || !live.has(owner)) return false;
+  }
+  return true;
+}
+
+export interface AssignmentInput {
+  job: string;
+  total: number;
+  strategy: string;
+  /** Eligible instances (ready, on an enabled server), any order: sorted here. */
+  instances: ReadonlyArray<{ instanceId: string; ip: string }>;
+  /** Items running now and where (instance still live). They stay put until they finish. */
+  running: ReadonlyMap<number, string>;
+}
+
+/**
+ * The assignment for the next fire: the job's strategy over the sorted eligible instances, except
+ * that an item still running keeps its instance, so the same item is never started elsewhere while
+ * it runs (the worker's `running` node would refuse it anyway and record a misfire).
+ */
+export function computeAssignment(input: AssignmentInput): Assignment {
+  const sorted = sortInstancesForSharding(input.instances.map((i) => ({ instanceId: i.instanceId, ip: i.ip })));
+  const base = runShardingStrategy(input.strategy, sorted.map((i) => i.instanceId), input.job, input.total);
+  if (input.running.size === 0) return base;
+  const result: Assignment = {};
+  for (const id of Object.keys(base)) result[id] = [];
+  for (const [instanceId, items] of Object.entries(base)) {
+    for (const item of items) {
+      const holder = input.running.get(item) ?? instanceId;
+      (result[holder] ??= []).push(item);
+    }
+  }
+  for (const items of Object.values(result)) items.sort((a, b) => a - b);
+  return result;
+}
+
+/** Items whose owner differs between two assignments (or that exist in only one). */
+export function changedItems(previous: Assignment | undefined, next: Assignment): number[] {
+  const before = previous ? itemOwners(previous) : new Map<number, string>();
+  const after = itemOwners(next);
+  const changed = new Set<number>();
+  for (const [item, owner] of after) if (before.get(item) !== owner) changed.add(item);
+  for (const item of before.keys()) if (!after.has(item)) changed.add(item);
+  return [...changed].sort((a, b) => a - b);
+}

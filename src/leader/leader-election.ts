@@ -1,0 +1,241 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { jsonCodec } from '../shared/codec';
+import { ErrorCodes, ShardcronError } from '../shared/errors';
+import { silentLogger, type Logger } from '../shared/logger';
+import { registryPaths } from '../shared/registry-paths';
+import { TypedEmitter } from '../shared/typed-emitter';
+import { ZkError, type ZkClient } from '../shared/zk';
+
+/**
+ * `follower`: a candidate waiting its turn. `leader`: elected and connected. `suspended`: elected
+ * but the connection dropped; nothing may be dispatched until it comes back (or the session is lost).
+ */
+export type LeadershipState = 'idle' | 'follower' | 'leader' | 'suspended' | 'closed';
+
+export interface LeaderElectionEvents {
+  [event: string]: object;
+  'leader:elected': { epoch: number; instanceId: string };
+  'leader:suspended': { epoch: number };
+  'leader:resumed': { epoch: number };
+  'leader:lost': { epoch: number; reason: 'session-lost' | 'candidate-gone' | 'closed' };
+  state: { from: LeadershipState; to: LeadershipState };
+}
+
+const candidateSchema = z.object({ instanceId: z.string(), token: z.string() });
+const candidateCodec = jsonCodec(candidateSchema, 'election candidate');
+const leaderCodec = jsonCodec(z.object({ instanceId: z.string(), epoch: z.number().int() }), 'leader node');
+
+/** The node a leader's writes are fenced on. Candidate nodes are never modified: version 0. */
+export interface Fence {
+  path: string;
+  version: number;
+}
+
+/** Sequence number of an `n_0000000042` candidate node. */
+export function candidateSequence(name: string): number {
+  const match = /^n_(\d{10})$/.exec(name);
+  return match ? Number(match[1]) : Number.NaN;
+}
+
+/**
+ * Leader election with Curator's LeaderLatch recipe: every candidate creates an ephemeral
+ * sequential node; the lowest leads; each other candidate watches only its predecessor, so a
+ * leader's death wakes one process, not the herd. The epoch is the candidate's sequence number,
+ * which only grows. Leadership is suspended the moment the connection drops and lost with the
+ * session; every leader write is fenced on the candidate node (see {@link fence}).
+ */
+export class LeaderElection extends TypedEmitter<LeaderElectionEvents> {
+  private stateValue: LeadershipState = 'idle';
+  private candidate: { path: string; epoch: number } | undefined;
+  private readonly token = randomUUID();
+  private evaluating: Promise<void> | undefined;
+  private again = false;
+  private closing: Promise<void> | undefined;
+  private readonly unsubscribe: Array<() => void> = [];
+  private readonly log: Logger;
+
+  constructor(
+    private readonly zk: ZkClient,
+    private readonly instanceId: string,
+    logger: Logger = silentLogger,
+  ) {
+    const log = logger.child({ component: 'election', instanceId });
+    super(log);
+    this.log = log;
+  }
+
+  get state(): LeadershipState {
+    return this.stateValue;
+  }
+
+  get isLeader(): boolean {
+    return this.stateValue === 'leader';
+  }
+
+  /** Current epoch while leading (or suspended), else undefined. */
+  get epoch(): number | undefined {
+    return this.stateValue === 'leader' || this.stateValue === 'suspended' ? this.candidate?.epoch : undefined;
+  }
+
+  /** The fence for leader writes; throws LEADERSHIP_LOST when not the connected leader. */
+  fence(): Fence {
+    if (this.stateValue !== 'leader' || !this.candidate) {
+      throw new ShardcronError(ErrorCodes.LEADERSHIP_LOST, `instance ${this.instanceId} is not the leader (state ${this.stateValue})`);
+    }
+    return { path: this.candidate.path, version: 0 };
+  }
+
+  async start(): Promise<this> {
+    this.unsubscribe.push(
+      this.zk.on('suspended', () => this.onSuspended()),
+      this.zk.on('reconnected', () => void this.evaluate()),
+      this.zk.on('lost', () => this.onSessionLost()),
+      this.zk.on('session:renewed', () => void this.evaluate()),
+    );
+    await this.zk.ensurePath(registryPaths.election());
+    this.transition('follower');
+    await this.evaluate();
+    return this;
+  }
+
+  close(): Promise<void> {
+    return (this.closing ??= this.doClose());
+  }
+
+  private onSuspended(): void {
+    if (this.stateValue !== 'leader') return;
+    this.transition('suspended');
+    this.emit('leader:suspended', { epoch: this.candidate!.epoch });
+  }
+
+  private onSessionLost(): void {
+    const epoch = this.candidate?.epoch ?? 0;
+    const wasLeading = this.stateValue === 'leader' || this.stateValue === 'suspended';
+    // The candidate node died with the session; a new one is made when the new session arrives.
+    this.candidate = undefined;
+    if (this.stateValue === 'closed') return;
+    this.transition('follower');
+    if (wasLeading) this.emit('leader:lost', { epoch, reason: 'session-lost' });
+  }
+
+  /** Re-examines the candidate list; serialized, a request during a run schedules one more run. */
+  private evaluate(): Promise<void> {
+    if (this.closing || this.stateValue === 'closed') return Promise.resolve();
+    if (this.evaluating) {
+      this.again = true;
+      return this.evaluating;
+    }
+    this.evaluating = (async () => {
+      do {
+        this.again = false;
+        try {
+          await this.evaluateOnce();
+        } catch (err) {
+          if (this.closing) return;
+          // Connection trouble: a reconnect or a new session calls evaluate again.
+          this.log.warn({ err }, 'leader election step failed; waiting for the connection');
+        }
+      } while (this.again && !this.closing);
+    })().finally(() => (this.evaluating = undefined));
+    return this.evaluating;
+  }
+
+  private async evaluateOnce(): Promise<void> {
+    if (this.zk.state !== 'connected') return;
+    const names = (await this.zk.children(registryPaths.election())).filter((n) => !Number.isNaN(candidateSequence(n)));
+    names.sort((a, b) => candidateSequence(a) - candidateSequence(b));
+    const mine = this.candidate && names.find((n) => registryPaths.electionCandidate(n) === this.candidate!.path);
+    if (!mine) {
+      const wasLeading = this.stateValue === 'leader' || this.stateValue === 'suspended';
+      if (wasLeading) {
+        this.transition('follower');
+        this.emit('leader:lost', { epoch: this.candidate?.epoch ?? 0, reason: 'candidate-gone' });
+      }
+      await this.createCandidate();
+      this.again = true;
+      return;
+    }
+    const index = names.indexOf(mine);
+    if (index === 0) {
+      if (this.stateValue === 'suspended') {
+        this.transition('leader');
+        this.emit('leader:resumed', { epoch: this.candidate!.epoch });
+      } else if (this.stateValue !== 'leader') {
+        await this.becomeLeader();
+      }
+      return;
+    }
+    const predecessor = registryPaths.electionCandidate(names[index - 1]);
+    const stat = await this.zk.exists(predecessor, (event) => {
+      if (event.type === 'deleted') void this.evaluate();
+    });
+    if (!stat) this.again = true;
+  }
+
+  private async createCandidate(): Promise<void> {
+    const data = candidateCodec.encode({ instanceId: this.instanceId, token: this.token });
+    let path: string;
+    try {
+      path = await this.zk.create(registryPaths.electionCandidatePrefix(), data, 'ephemeral_sequential');
+    } catch (err) {
+      if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_CONNECTION_LOSS)) throw err;
+      // The create may have happened before the connection dropped: look for our token.
+      path = (await this.findOwnCandidate()) ?? (await this.zk.create(registryPaths.electionCandidatePrefix(), data, 'ephemeral_sequential'));
+    }
+    const name = path.slice(path.lastIndexOf('/') + 1);
+    this.candidate = { path, epoch: candidateSequence(name) };
+    this.log.info({ epoch: this.candidate.epoch }, 'joined the leader election');
+  }
+
+  private async findOwnCandidate(): Promise<string | undefined> {
+    for (const name of await this.zk.children(registryPaths.election())) {
+      const path = registryPaths.electionCandidate(name);
+      const text = await this.zk.getText(path);
+      try {
+        if (text !== undefined && candidateCodec.decode(Buffer.from(text), path).token === this.token) return path;
+      } catch {
+        // Someone else's malformed node: not ours.
+      }
+    }
+    return undefined;
+  }
+
+  private async becomeLeader(): Promise<void> {
+    const candidate = this.candidate!;
+    const fence = { path: candidate.path, version: 0 };
+    const leaderPath = registryPaths.leader();
+    const data = leaderCodec.encode({ instanceId: this.instanceId, epoch: candidate.epoch });
+    const existing = await this.zk.exists(leaderPath);
+    const tx = this.zk.fencedMulti(fence);
+    // A leftover leader node can only belong to a session that is ending; replace it.
+    if (existing) tx.delete(leaderPath, existing.version);
+    await tx.create(leaderPath, data, 'ephemeral').commit();
+    this.transition('leader');
+    this.log.info({ epoch: candidate.epoch }, 'elected leader');
+    this.emit('leader:elected', { epoch: candidate.epoch, instanceId: this.instanceId });
+  }
+
+  private transition(to: LeadershipState): void {
+    const from = this.stateValue;
+    if (from === to) return;
+    this.stateValue = to;
+    this.log.info({ from, to }, 'leadership state');
+    this.emit('state', { from, to });
+  }
+
+  private async doClose(): Promise<void> {
+    const wasLeading = this.stateValue === 'leader' || this.stateValue === 'suspended';
+    const epoch = this.candidate?.epoch ?? 0;
+    for (const off of this.unsubscribe.splice(0)) off();
+    await this.evaluating?.catch(() => undefined);
+    this.transition('closed');
+    if (wasLeading) this.emit('leader:lost', { epoch, reason: 'closed' });
+    // Deleting our candidate lets the next candidate take over now, not one session timeout later.
+    if (this.candidate && this.zk.state === 'connected') {
+      await this.zk.delete(this.candidate.path).catch((err) => this.log.debug({ err }, 'candidate already gone'));
+    }
+    this.candidate = undefined;
+    this.removeAllListeners();
+  }
+}

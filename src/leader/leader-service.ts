@@ -1,0 +1,314 @@
+import type { Redis } from 'ioredis';
+import { parseCron } from '../shared/cron';
+import { ErrorCodes, ShardcronError } from '../shared/errors';
+import type { ExecutionSource } from '../shared/execution-request';
+import { fireLedgerCodec, type FireLedger } from '../shared/fire-ledger';
+import type { JobConfig } from '../shared/job-config';
+import { silentLogger, type Logger } from '../shared/logger';
+import { isValidJobName, registryPaths } from '../shared/registry-paths';
+import { TypedEmitter } from '../shared/typed-emitter';
+import { ChildrenCache, type ZkClient } from '../shared/zk';
+import { FireDispatcher, type FirePlan, type JobState, type SkipReason } from './fire-dispatcher';
+import { FireTimer, systemClock, type Clock, type DueJob } from './fire-timer';
+import { JobView } from './job-view';
+import { LeaderElection } from './leader-election';
+import { QueuePool, REQUEST_RETENTION_MS } from './queue-pool';
+
+export interface LeaderServiceOptions {
+  zk: ZkClient;
+  /** Redis connection the queues share (BullMQ wants `maxRetriesPerRequest: null`). */
+  redis: Redis;
+  instanceId: string;
+  logger?: Logger;
+  clock?: Clock;
+  /** A fire handled later than this after its nominal time counts as missed (misfire policy). */
+  lateToleranceMs?: number;
+}
+
+export interface LeaderServiceEvents {
+  [event: string]: object;
+  'leader:elected': { epoch: number };
+  'leader:lost': { epoch: number; reason: string };
+  'fire:dispatched': { job: string; fireTime: number; source: ExecutionSource; items: number; epoch: number };
+  'fire:skipped': { job: string; fireTime: number; reason: SkipReason | 'not-leader' };
+  'job:invalid': { job: string; error: unknown };
+}
+
+/**
+ * The scheduler role: takes part in the election and, while it leads, fires every job of the
+ * namespace. Everything it knows comes from watch-backed caches, so the fire path is one fenced
+ * ZooKeeper multi per tick (all jobs due together) followed by one addBulk per queue.
+ */
+export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
+  readonly election: LeaderElection;
+  private readonly log: Logger;
+  private readonly queues: QueuePool;
+  private readonly dispatcher: FireDispatcher;
+  private readonly clock: Clock;
+  private readonly lateToleranceMs: number;
+  private readonly jobs = new Map<string, JobState>();
+  private jobsCache: ChildrenCache | undefined;
+  private timer: FireTimer | undefined;
+  /** Fires that came due while leadership was suspended: job -> latest nominal time. */
+  private readonly missedWhileSuspended = new Map<string, number>();
+  /** Serializes ticks, so one job's ledgers are written in fire order. */
+  private tickChain: Promise<void> = Promise.resolve();
+  private generation = 0;
+  private closing: Promise<void> | undefined;
+
+  constructor(private readonly options: LeaderServiceOptions) {
+    const log = (options.logger ?? silentLogger).child({ component: 'leader', instanceId: options.instanceId });
+    super(log);
+    this.log = log;
+    this.clock = options.clock ?? systemClock;
+    this.lateToleranceMs = options.lateToleranceMs ?? 1_000;
+    this.queues = new QueuePool(options.redis);
+    this.dispatcher = new FireDispatcher(options.zk, this.queues, log);
+    this.election = new LeaderElection(options.zk, options.instanceId, log);
+  }
+
+  get isLeader(): boolean {
+    return this.election.isLeader;
+  }
+
+  async start(): Promise<this> {
+    this.election.on('leader:elected', ({ epoch }) => void this.activate(epoch));
+    this.election.on('leader:lost', ({ epoch, reason }) => {
+      void this.deactivate();
+      this.emit('leader:lost', { epoch, reason });
+    });
+    this.election.on('leader:resumed', () => this.catchUpAfterSuspension());
+    await this.election.start();
+    return this;
+  }
+
+  close(): Promise<void> {
+    return (this.closing ??= this.doClose());
+  }
+
+  /** Next nominal fire time of a job as scheduled by this leader (undefined when not leading). */
+  nextFireTime(job: string): number | undefined {
+    return this.timer?.nextFireTime(job);
+  }
+
+  // ---- leadership -----------------------------------------------------------------------
+
+  private async activate(epoch: number): Promise<void> {
+    const generation = ++this.generation;
+    this.log.info({ epoch }, 'leading: loading jobs');
+    const timer = new FireTimer({ clock: this.clock, onDue: (due, now) => this.onDue(due, now), logger: this.log });
+    this.timer = timer;
+    const jobsCache = new ChildrenCache(this.options.zk, { path: '/', logger: this.log });
+    this.jobsCache = jobsCache;
+    jobsCache.on('added', ({ name }) => void this.addJob(name, generation));
+    jobsCache.on('removed', ({ name }) => void this.removeJob(name));
+    try {
+      await jobsCache.start();
+      await Promise.all(jobsCache.names().map((name) => this.addJob(name, generation)));
+    } catch (err) {
+      this.log.error({ err }, 'could not load the jobs; waiting for the next election');
+      return;
+    }
+    if (generation !== this.generation) return;
+    timer.start();
+    this.emit('leader:elected', { epoch });
+  }
+
+  private async deactivate(): Promise<void> {
+    this.generation += 1;
+    this.timer?.close();
+    this.timer = undefined;
+    const cache = this.jobsCache;
+    this.jobsCache = undefined;
+    const states = [...this.jobs.values()];
+    this.jobs.clear();
+    this.missedWhileSuspended.clear();
+    await Promise.allSettled([cache?.close(), ...states.map((s) => s.view.close())]);
+  }
+
+  private async addJob(name: string, generation: number): Promise<void> {
+    if (!isValidJobName(name) || this.jobs.has(name) || generation !== this.generation) return;
+    const view = new JobView(this.options.zk, name, this.log.child({ job: name }));
+    const state: JobState = { view, assignment: undefined, needsReshard: true, nodesReady: new Set() };
+    this.jobs.set(name, state);
+    view.on('config:changed', ({ config, previous }) => this.onConfig(name, config, previous));
+    view.on('config:invalid', ({ error }) => this.emit('job:invalid', { job: name, error }));
+    view.on('reshard:needed', ({ reason }) => {
+      state.needsReshard = true;
+      this.log.debug({ job: name, reason }, 'resharding at the next fire');
+    });
+    await view.start();
+    if (generation !== this.generation) return view.close();
+    const ledger = await this.readLedger(name);
+    state.assignment = ledger ? this.assignmentOf(ledger) : undefined;
+    if (ledger) await this.replay(name, ledger);
+    this.scheduleJob(name, view.config, ledger?.fireTime);
+  }
+
+  private async removeJob(name: string): Promise<void> {
+    const state = this.jobs.get(name);
+    this.jobs.delete(name);
+    this.timer?.unschedule(name);
+    await state?.view.close();
+  }
+
+  private onConfig(job: string, config: JobConfig, previous: JobConfig | undefined): void {
+    if (!previous || previous.cron !== config.cron || previous.timeZone !== config.timeZone) {
+      this.scheduleJob(job, config, undefined);
+    }
+  }
+
+  /** (Re)arms a job's timer entry; `after` = the last fire already handled (a ledger's), else now. */
+  private scheduleJob(job: string, config: JobConfig | undefined, after: number | undefined): void {
+    const timer = this.timer;
+    if (!timer || !config) return;
+    if (!config.cron) {
+      timer.unschedule(job);
+      return;
+    }
+    try {
+      timer.schedule(job, parseCron(config.cron, config.timeZone), after ?? this.clock.now());
+    } catch (err) {
+      this.log.error({ err, job }, 'cannot schedule job');
+      this.emit('job:invalid', { job, error: err });
+    }
+  }
+
+  // ---- firing -----------------------------------------------------------------------------
+
+  private onDue(due: DueJob[], now: number): Promise<void> {
+    this.tickChain = this.tickChain.then(() => this.tick(due, now)).catch((err) => this.log.error({ err }, 'fire tick failed'));
+    return this.tickChain;
+  }
+
+  private async tick(due: DueJob[], now: number): Promise<void> {
+    if (this.election.state === 'suspended') {
+      for (const d of due) this.missedWhileSuspended.set(d.job, d.fireTimes[d.fireTimes.length - 1]);
+      return;
+    }
+    const epoch = this.election.epoch;
+    if (!this.election.isLeader || epoch === undefined) {
+      for (const d of due) this.emit('fire:skipped', { job: d.job, fireTime: d.fireTimes[d.fireTimes.length - 1], reason: 'not-leader' });
+      return;
+    }
+    const plans: FirePlan[] = [];
+    for (const d of due) {
+      const fireTime = d.fireTimes[d.fireTimes.length - 1];
+      const late = d.fireTimes.length > 1 || now - fireTime > this.lateToleranceMs;
+      const plan = await this.planFire(d.job, fireTime, late ? 'MISFIRE' : 'NORMAL', epoch);
+      if (plan) plans.push(plan);
+    }
+    await this.dispatch(plans);
+  }
+
+  /** Plans one fire; a late fire runs once (source MISFIRE) only when the job's misfire is on. */
+  private async planFire(job: string, fireTime: number, source: ExecutionSource, epoch: number): Promise<FirePlan | undefined> {
+    const state = this.jobs.get(job);
+    if (!state) return undefined;
+    if (source === 'MISFIRE' && state.view.config && !state.view.config.misfire) {
+      this.skip(job, fireTime, 'missed');
+      return undefined;
+    }
+    const plan = await this.dispatcher.plan(state, fireTime, source, epoch);
+    if (typeof plan === 'string') {
+      this.skip(job, fireTime, plan);
+      return undefined;
+    }
+    return plan;
+  }
+
+  private async dispatch(plans: FirePlan[]): Promise<void> {
+    if (plans.length === 0) return;
+    try {
+      await this.dispatcher.commit(plans, this.jobs, this.election.fence());
+    } catch (err) {
+      if (err instanceof ShardcronError && (err.code === ErrorCodes.ZK_FENCE_LOST || err.code === ErrorCodes.LEADERSHIP_LOST)) {
+        this.log.warn({ jobs: plans.map((p) => p.job) }, 'not the leader any more: fire not dispatched');
+        return;
+      }
+      // The multi may or may not have landed; treat the fires as missed while suspended.
+      this.log.error({ err }, 'could not write the dispatch ledger');
+      for (const plan of plans) this.missedWhileSuspended.set(plan.job, plan.ledger.fireTime);
+      return;
+    }
+    for (const plan of plans) {
+      const state = this.jobs.get(plan.job);
+      if (state) {
+        state.assignment = plan.assignment;
+        state.needsReshard = false;
+      }
+    }
+    // The ledgers are durable: if this enqueue fails or we crash now, the next leader replays them.
+    await this.dispatcher.enqueue(plans);
+    for (const plan of plans) {
+      const items = [...plan.requests.values()].reduce((n, list) => n + list.length, 0);
+      this.emit('fire:dispatched', { job: plan.job, fireTime: plan.ledger.fireTime, source: plan.ledger.source, items, epoch: plan.ledger.epoch });
+    }
+  }
+
+  private skip(job: string, fireTime: number, reason: SkipReason): void {
+    this.log.info({ job, fireTime, reason }, 'fire skipped');
+    this.emit('fire:skipped', { job, fireTime, reason });
+  }
+
+  /** After a suspension: fires that came due meanwhile follow the misfire policy. */
+  private catchUpAfterSuspension(): void {
+    const missed = [...this.missedWhileSuspended];
+    this.missedWhileSuspended.clear();
+    if (missed.length === 0) return;
+    const due = missed.map(([job, fireTime]) => ({ job, fireTimes: [fireTime], truncated: false }));
+    void this.onDue(due, Number.POSITIVE_INFINITY);
+  }
+
+  // ---- takeover ---------------------------------------------------------------------------
+
+  private async readLedger(job: string): Promise<FireLedger | undefined> {
+    const path = registryPaths.leaderFire(job);
+    const text = await this.options.zk.getText(path);
+    if (!text) return undefined;
+    try {
+      return fireLedgerCodec.decode(Buffer.from(text), path);
+    } catch (err) {
+      this.log.error({ err, job }, 'unreadable dispatch ledger; ignoring it');
+      return undefined;
+    }
+  }
+
+  private assignmentOf(ledger: FireLedger): Record<string, number[]> {
+    return Object.fromEntries(Object.entries(ledger.assignment).map(([id, items]) => [id, [...items]]));
+  }
+
+  /**
+   * Re-enqueues the last ledgered fire to the queues it named (flow 7). Requests that were already
+   * enqueued keep their job ids, so BullMQ ignores them; only those the old leader never enqueued
+   * are added. Ledgers older than the retention of completed requests are not replayed: the
+   * requests could be gone and the replay would run them twice.
+   */
+  private async replay(job: string, ledger: FireLedger): Promise<void> {
+    if (this.clock.now() - ledger.fireTime > REQUEST_RETENTION_MS) return;
+    const state = this.jobs.get(job);
+    if (!state) return;
+    const byQueue = new Map<string, Array<{ job: string; item: number; fireTime: number; source: ExecutionSource; epoch: number }>>();
+    const orphaned: number[] = [];
+    for (const [instanceId, items] of Object.entries(ledger.assignment)) {
+      const queue = ledger.queues[instanceId];
+      if (!queue || state.view.instance(instanceId)?.queue !== queue) {
+        orphaned.push(...items);
+        continue;
+      }
+      byQueue.set(queue, items.map((item) => ({ job, item, fireTime: ledger.fireTime, source: ledger.source, epoch: ledger.epoch })));
+    }
+    if (orphaned.length > 0) {
+      this.log.warn({ job, fireTime: ledger.fireTime, items: orphaned }, 'last fire names instances that are gone; their items are not replayed');
+    }
+    await this.queues.enqueue(byQueue);
+  }
+
+  private async doClose(): Promise<void> {
+    await this.election.close();
+    await this.deactivate();
+    await this.tickChain.catch(() => undefined);
+    await this.queues.close();
+    this.removeAllListeners();
+  }
+}

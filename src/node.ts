@@ -1,0 +1,101 @@
+import IORedis, { type Redis } from 'ioredis';
+import { LeaderService } from './leader/leader-service';
+import { loadEnvConfig, type Role, type ShardcronEnvConfig } from './shared/env-config';
+import type { ResolvedJobDefinition } from './shared/job-definition';
+import { createLogger, type Logger } from './shared/logger';
+import { ZkClient } from './shared/zk';
+import { detectIp } from './worker/instance-registration';
+import { WorkerService } from './worker/worker-service';
+
+/** Options of {@link startNode}; each one overrides the matching SHARDCRON_* variable. */
+export interface StartNodeOptions {
+  roles?: readonly Role[];
+  /** Job definitions this node's worker role can run (and registers). */
+  jobs?: readonly ResolvedJobDefinition[];
+  /** Environment to read; default `process.env`. */
+  env?: Record<string, string | undefined>;
+  zk?: string;
+  zkSessionTimeoutMs?: number;
+  zkDigest?: { user: string; password: string };
+  namespace?: string;
+  redisUrl?: string;
+  instanceId?: string;
+  /** The IP this instance registers under (default: first non-internal IPv4). */
+  ip?: string;
+  concurrency?: number;
+  logger?: Logger;
+}
+
+/** A running shardcron process: its roles and one idempotent `close()`. */
+export interface ShardcronNode {
+  readonly instanceId: string;
+  readonly config: ShardcronEnvConfig;
+  readonly zk: ZkClient;
+  /** Present with the scheduler role. */
+  readonly leader: LeaderService | undefined;
+  /** Present with the worker role. */
+  readonly worker: WorkerService | undefined;
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/**
+ * Starts a node with the given roles. Configuration comes from SHARDCRON_* variables, validated
+ * at once (one error naming every bad variable), then from `options`, which win.
+ */
+export async function startNode(options: StartNodeOptions = {}): Promise<ShardcronNode> {
+  const env = loadEnvConfig(options.env ?? process.env);
+  const roles = options.roles ?? env.roles;
+  const logger = options.logger ?? createLogger({ level: env.logLevel });
+  const ip = options.ip ?? detectIp();
+  const instanceId = options.instanceId ?? env.instanceId ?? `${ip}@-@${process.pid}`;
+  const namespace = options.namespace ?? env.namespace;
+  const log = logger.child({ ns: namespace, instanceId });
+  const cleanups: Array<() => Promise<unknown>> = [];
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      // Reverse order of start; each cleanup runs even if an earlier one failed.
+      for (const cleanup of cleanups.reverse()) await cleanup().catch((err) => log.warn({ err }, 'cleanup failed'));
+      log.info('node closed');
+    })());
+
+  try {
+    const zk = await new ZkClient({
+      connectionString: options.zk ?? env.zk.connectionString,
+      namespace,
+      sessionTimeoutMs: options.zkSessionTimeoutMs ?? env.zk.sessionTimeoutMs,
+      connectTimeoutMs: env.zk.connectTimeoutMs,
+      retry: { baseSleepMs: env.zk.baseSleepMs, maxSleepMs: env.zk.maxSleepMs, maxRetries: env.zk.maxRetries },
+      digest: options.zkDigest ?? env.zk.digest,
+      logger: log,
+    }).start();
+    cleanups.push(() => zk.close());
+    const redisUrl = options.redisUrl ?? env.redisUrl;
+
+    let worker: WorkerService | undefined;
+    if (roles.includes('worker')) {
+      const jobs = options.jobs ?? [];
+      if (jobs.length === 0) log.warn('worker role without jobs: this node will run nothing');
+      worker = new WorkerService({ zk, redisUrl, namespace, instanceId, ip, jobs, concurrency: options.concurrency ?? env.concurrency, logger: log });
+      cleanups.push(() => worker!.close());
+      await worker.start();
+    }
+
+    let leader: LeaderService | undefined;
+    if (roles.includes('scheduler')) {
+      const redis: Redis = new IORedis(redisUrl, { maxRetriesPerRequest: null });
+      cleanups.push(() => redis.quit());
+      leader = new LeaderService({ zk, redis, instanceId, logger: log });
+      cleanups.push(() => leader!.close());
+      await leader.start();
+    }
+    if (roles.includes('console')) log.info('the console role is not part of this version yet; ignoring it');
+
+    log.info({ roles, ip }, 'node started');
+    return { instanceId, config: env, zk, leader, worker, close, [Symbol.asyncDispose]: close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}

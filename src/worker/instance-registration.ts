@@ -1,0 +1,170 @@
+import * as os from 'node:os';
+import { ErrorCodes, ShardcronError } from '../shared/errors';
+import { instanceInfoCodec, type InstanceInfo, type InstanceState } from '../shared/instance-info';
+import { jobConfigCodec } from '../shared/job-config';
+import type { ResolvedJobDefinition } from '../shared/job-definition';
+import type { Logger } from '../shared/logger';
+import { instanceQueueName } from '../shared/queue-names';
+import { registryPaths } from '../shared/registry-paths';
+import { ZkError, type ZkClient } from '../shared/zk';
+
+/** shardcron's version, written into instance nodes so a mixed fleet can be told apart. */
+export const SHARDCRON_VERSION: string = (require('../../package.json') as { version: string }).version;
+
+/** The first non-internal IPv4 address of this host (ElasticJob's choice), else loopback. */
+export function detectIp(): string {
+  for (const addresses of Object.values(os.networkInterfaces())) {
+    for (const a of addresses ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  }
+  return '127.0.0.1';
+}
+
+/** What a registration produced: the incarnation's queue. */
+export interface Incarnation {
+  sessionId: string;
+  queue: string;
+}
+
+/**
+ * Registers this worker for its jobs (DESIGN.md flow 1): writes each job's config if absent (or
+ * if `overwrite`), ensures `servers/{ip}`, and creates the ephemeral `instances/{instanceId}` node
+ * carrying the queue of this incarnation. Each ZooKeeper session is a new incarnation with a new
+ * queue, so requests sent to a previous incarnation can never reach this one by mistake.
+ */
+export class InstanceRegistration {
+  private state: InstanceState = 'ready';
+  private current: Incarnation | undefined;
+  private readonly previousSessions = new Set<string>();
+
+  constructor(
+    private readonly zk: ZkClient,
+    private readonly options: { namespace: string; instanceId: string; ip: string; jobs: readonly ResolvedJobDefinition[]; log: Logger },
+  ) {}
+
+  get incarnation(): Incarnation | undefined {
+    return this.current;
+  }
+
+  /** Writes configs and servers, then the instance nodes; returns the new incarnation. */
+  async register(): Promise<Incarnation> {
+    const sessionId = this.zk.sessionId;
+    if (this.current && this.current.sessionId !== sessionId) this.previousSessions.add(this.current.sessionId);
+    const queue = instanceQueueName(this.options.namespace, this.options.instanceId, sessionId);
+    for (const job of this.options.jobs) await this.writeJob(job);
+    const info = this.info(queue);
+    await Promise.all(this.options.jobs.map((job) => this.createInstanceNode(job.name, info)));
+    this.current = { sessionId, queue };
+    this.options.log.info({ queue, jobs: this.options.jobs.map((j) => j.name) }, 'instance registered');
+    return this.current;
+  }
+
+  /** Marks the instance `draining` (the leader stops giving it items) or `ready` again. */
+  async setState(state: InstanceState): Promise<void> {
+    this.state = state;
+    const current = this.current;
+    if (!current) return;
+    const data = instanceInfoCodec.encode(this.info(current.queue));
+    await Promise.all(
+      this.options.jobs.map((job) =>
+        this.zk.set(registryPaths.jobInstance(job.name, this.options.instanceId), data).catch((err) =>
+          this.options.log.warn({ err, job: job.name }, 'could not update the instance node'),
+        ),
+      ),
+    );
+  }
+
+  /** Deletes the instance nodes now (a clean shutdown), so the leader reacts without waiting for expiry. */
+  async unregister(): Promise<void> {
+    if (!this.current || this.zk.state !== 'connected') return;
+    await Promise.allSettled(this.options.jobs.map((job) => this.zk.delete(registryPaths.jobInstance(job.name, this.options.instanceId))));
+    this.current = undefined;
+  }
+
+  private info(queue: string): InstanceInfo {
+    return {
+      ip: this.options.ip,
+      pid: process.pid,
+      hostname: os.hostname(),
+      queue,
+      state: this.state,
+      version: SHARDCRON_VERSION,
+      startedAt: Date.now(),
+    };
+  }
+
+  private async writeJob(job: ResolvedJobDefinition): Promise<void> {
+    const configPath = registryPaths.jobConfig(job.name);
+    const data = jobConfigCodec.encode(job.config);
+    await this.zk.ensurePath(registryPaths.job(job.name));
+    try {
+      await this.zk.create(configPath, data);
+    } catch (err) {
+      if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NODE_EXISTS)) throw err;
+      // The stored config wins unless this definition says overwrite (ElasticJob's rule).
+      if (job.overwrite) await this.zk.set(configPath, data);
+    }
+    const serverPath = registryPaths.jobServer(job.name, this.options.ip);
+    await this.zk.ensurePath(registryPaths.jobServers(job.name));
+    await this.zk.create(serverPath, 'ENABLED').catch((err) => {
+      if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NODE_EXISTS)) throw err;
+    });
+    await this.zk.ensurePath(registryPaths.jobInstances(job.name));
+  }
+
+  /**
+   * Creates the ephemeral instance node. A node left by one of our previous sessions (still alive
+   * on the server until it expires) is replaced; one owned by a session we do not know means another
+   * live process uses the same instance id, which would break every guarantee: refuse.
+   */
+  private async createInstanceNode(job: string, info: InstanceInfo): Promise<void> {
+    const path = registryPaths.jobInstance(job, this.options.instanceId);
+    const data = instanceInfoCodec.encode(info);
+    for (let attempt = 0; attempt < 3; attempt += 1) {
+      try {
+        await this.zk.create(path, data, 'ephemeral');
+        return;
+      } catch (err) {
+        if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NODE_EXISTS)) throw err;
+      }
+      const stat = await this.zk.exists(path);
+      if (!stat) continue;
+      if (stat.ephemeralOwner === this.zk.sessionId) {
+        await this.zk.set(path, data);
+        return;
+      }
+      if (this.previousSessions.has(stat.ephemeralOwner)) {
+        await this.zk.delete(path, stat.version).catch(() => undefined);
+        continue;
+      }
+      // Maybe our own previous process (restarted with a fixed id): its session expires soon.
+      if (attempt === 0 && (await this.waitForDeletion(path, this.zk.negotiatedSessionTimeoutMs * 1.5))) continue;
+      throw new ShardcronError(
+        ErrorCodes.INVALID_CONFIG,
+        `Instance id ${this.options.instanceId} is already registered for job ${job} by another live process ` +
+          `(session ${stat.ephemeralOwner}). Give each process its own SHARDCRON_INSTANCE_ID.`,
+        { job, instanceId: this.options.instanceId, field: 'SHARDCRON_INSTANCE_ID' },
+      );
+    }
+  }
+
+  /** Resolves true once `path` is gone, false after `timeoutMs`. */
+  private waitForDeletion(path: string, timeoutMs: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      let done = false;
+      const finish = (gone: boolean) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        resolve(gone);
+      };
+      const timer = setTimeout(() => finish(false), timeoutMs);
+      const check = (): void => {
+        void this.zk
+          .exists(path, (event) => event.type === 'deleted' && finish(true))
+          .then((stat) => !stat && finish(true))
+          .catch(() => finish(false));
+      };
+      check();
+    });
+  }
+}

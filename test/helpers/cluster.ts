@@ -1,0 +1,106 @@
+/**
+ * Several shardcron nodes against one real ZooKeeper and Redis, inside the test process, each with
+ * its own ZooKeeper session, plus an execution log collected from every worker.
+ */
+import pino from 'pino';
+import { startNode, type ShardcronNode, type StartNodeOptions } from '../../src/node';
+import type { ExecutionRecord } from '../../src/worker/item-executor';
+import type { RedisServer } from '../../src/dev/redis-server';
+import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
+import { uniqueNamespace } from './zk';
+
+/** Logs go to a file when SHARDCRON_TEST_LOG names one, else nowhere. */
+const logger = process.env.SHARDCRON_TEST_LOG
+  ? pino({ level: 'debug' }, pino.destination(process.env.SHARDCRON_TEST_LOG))
+  : pino({ level: 'silent' });
+
+export class TestCluster {
+  readonly namespace = uniqueNamespace('cluster');
+  readonly nodes: ShardcronNode[] = [];
+  /** Every start and finish, in the order workers reported them. */
+  readonly log: ExecutionRecord[] = [];
+
+  constructor(
+    private readonly zk: ZooKeeperServer,
+    private readonly redis: RedisServer,
+  ) {}
+
+  async start(options: StartNodeOptions & { instanceId: string }): Promise<ShardcronNode> {
+    const node = await startNode({
+      env: {},
+      zk: this.zk.connectionString,
+      redisUrl: this.redis.url,
+      namespace: this.namespace,
+      zkSessionTimeoutMs: 2_000,
+      ip: '127.0.0.1',
+      logger,
+      ...options,
+    });
+    node.worker?.on('item:started', (r) => this.log.push(r));
+    node.worker?.on('item:finished', (r) => this.log.push(r));
+    this.nodes.push(node);
+    return node;
+  }
+
+  starts(job?: string): ExecutionRecord[] {
+    return this.log.filter((r) => r.event === 'start' && (!job || r.job === job));
+  }
+
+  finishes(job?: string): ExecutionRecord[] {
+    return this.log.filter((r) => r.event === 'finish' && (!job || r.job === job));
+  }
+
+  /** Fire times (ascending) for which every item in `items` has started. */
+  completeFires(job: string, items: number): number[] {
+    const byFire = new Map<number, Set<number>>();
+    for (const r of this.starts(job)) {
+      const set = byFire.get(r.fireTime) ?? new Set<number>();
+      set.add(r.item);
+      byFire.set(r.fireTime, set);
+    }
+    return [...byFire].filter(([, set]) => set.size === items).map(([f]) => f).sort((a, b) => a - b);
+  }
+
+  /** instanceId -> sorted items started for one fire. */
+  placement(job: string, fireTime: number): Record<string, number[]> {
+    const out: Record<string, number[]> = {};
+    for (const r of this.starts(job)) {
+      if (r.fireTime !== fireTime) continue;
+      (out[r.instanceId] ??= []).push(r.item);
+    }
+    for (const items of Object.values(out)) items.sort((a, b) => a - b);
+    return out;
+  }
+
+  /**
+   * Pairs of executions of the same (job, item) whose [start, finish] intervals overlap on two
+   * different instances: invariant I1 says there are none.
+   */
+  overlaps(job: string): Array<[ExecutionRecord, ExecutionRecord]> {
+    const intervals: Array<{ start: ExecutionRecord; end: number }> = [];
+    const open = new Map<string, ExecutionRecord>();
+    for (const r of this.log.filter((x) => x.job === job)) {
+      const key = `${r.instanceId}|${r.fireTime}|${r.item}|${r.source}`;
+      if (r.event === 'start') open.set(key, r);
+      else if (open.has(key)) {
+        intervals.push({ start: open.get(key)!, end: r.at });
+        open.delete(key);
+      }
+    }
+    for (const start of open.values()) intervals.push({ start, end: Number.POSITIVE_INFINITY });
+    const out: Array<[ExecutionRecord, ExecutionRecord]> = [];
+    for (let i = 0; i < intervals.length; i += 1) {
+      for (let j = i + 1; j < intervals.length; j += 1) {
+        const a = intervals[i];
+        const b = intervals[j];
+        if (a.start.item !== b.start.item || a.start.instanceId === b.start.instanceId) continue;
+        if (a.start.at < b.end && b.start.at < a.end) out.push([a.start, b.start]);
+      }
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled(this.nodes.splice(0).reverse().map((n) => n.close()));
+  }
+}

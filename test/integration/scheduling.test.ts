@@ -1,0 +1,263 @@
+import { defineJob, type ShardingContext } from '../../src';
+import type { RedisServer } from '../../src/dev/redis-server';
+import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
+import { shardingStrategies } from '../../src/shared/sharding-strategies';
+import { TestCluster } from '../helpers/cluster';
+import { closeServices, eventually, startRedis, startZooKeeper, waitFor } from '../helpers/services';
+import { closeZkClients, connectZk } from '../helpers/zk';
+import { jobConfigCodec } from '../../src/shared/job-config';
+import type { ExecutionRecord } from '../../src/worker/item-executor';
+
+let zk: ZooKeeperServer;
+let redis: RedisServer;
+let cluster: TestCluster;
+
+beforeAll(async () => {
+  [zk, redis] = await Promise.all([startZooKeeper(), startRedis()]);
+});
+afterAll(closeServices);
+beforeEach(() => {
+  cluster = new TestCluster(zk, redis);
+});
+afterEach(async () => {
+  await cluster.close();
+  await closeZkClients();
+});
+
+const everySecond = '* * * * * ?';
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Waits until `count` complete fires of `job` have a fire time after `afterMs`; returns them. */
+async function firesAfter(job: string, items: number, afterMs: number, count: number, timeoutMs = 15_000): Promise<number[]> {
+  return waitFor(
+    () => {
+      const fires = cluster.completeFires(job, items).filter((f) => f > afterMs);
+      return fires.length >= count ? fires.slice(0, count) : undefined;
+    },
+    { timeoutMs, message: `${count} complete fires of ${job} after ${new Date(afterMs).toISOString()}` },
+  );
+}
+
+/** Asserts that no (fire, item) of `job` started twice. */
+function expectNoDuplicateStarts(job: string): void {
+  const seen = new Map<string, ExecutionRecord>();
+  for (const r of cluster.starts(job)) {
+    const key = `${r.fireTime}|${r.item}`;
+    expect(seen.get(key)).toBeUndefined();
+    seen.set(key, r);
+  }
+}
+
+describe('core scheduling', () => {
+  it('3 instances run a 9-item job every second exactly as AVG_ALLOCATION places it', async () => {
+    const seen: Array<Pick<ShardingContext, 'shardingItem' | 'shardingParameter' | 'shardingTotalCount' | 'jobParameter'>> = [];
+    const job = defineJob({
+      name: 'nine',
+      cron: '* * * * * ?',
+      shardingTotalCount: 9,
+      shardingItemParameters: '0=a,1=b,2=c,3=d,4=e,5=f,6=g,7=h,8=i',
+      jobParameter: 'p',
+      execute: (ctx) => void seen.push({ shardingItem: ctx.shardingItem, shardingParameter: ctx.shardingParameter, shardingTotalCount: ctx.shardingTotalCount, jobParameter: ctx.jobParameter }),
+    });
+    for (const id of ['w1', 'w2', 'w3']) await cluster.start({ roles: ['worker'], jobs: [job], instanceId: id });
+    await cluster.start({ roles: ['scheduler'], instanceId: 'leader' });
+
+    const fires = await waitFor(() => (cluster.completeFires('nine', 9).length >= 3 ? cluster.completeFires('nine', 9) : undefined), {
+      timeoutMs: 15_000,
+      message: 'three complete fires',
+    });
+    const expected = shardingStrategies.AVG_ALLOCATION(['w1', 'w2', 'w3'], 'nine', 9);
+    for (const fireTime of fires.slice(0, 3)) {
+      expect(fireTime % 1000).toBe(0);
+      expect(cluster.placement('nine', fireTime)).toEqual(expected);
+      const starts = cluster.starts('nine').filter((r) => r.fireTime === fireTime);
+      expect(starts).toHaveLength(9);
+      expect(starts.every((r) => r.source === 'NORMAL')).toBe(true);
+    }
+    const letters = 'abcdefghi';
+    for (const s of seen) {
+      expect(s.shardingParameter).toBe(letters[s.shardingItem]);
+      expect(s.shardingTotalCount).toBe(9);
+      expect(s.jobParameter).toBe('p');
+    }
+    expect(cluster.overlaps('nine')).toEqual([]);
+  });
+});
+
+describe('resharding', () => {
+  it('a 4th instance joins from the next fire on, and no item runs on two instances at once', async () => {
+    const job = defineJob({ name: 'grow', cron: everySecond, shardingTotalCount: 8, execute: () => sleep(150) });
+    for (const id of ['w1', 'w2', 'w3']) await cluster.start({ roles: ['worker'], jobs: [job], instanceId: id });
+    await cluster.start({ roles: ['scheduler'], instanceId: 'leader' });
+    const [first] = await firesAfter('grow', 8, 0, 1);
+    expect(cluster.placement('grow', first)).toEqual(shardingStrategies.AVG_ALLOCATION(['w1', 'w2', 'w3'], 'grow', 8));
+
+    const joined = Date.now();
+    await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w4' });
+    const withFour = shardingStrategies.AVG_ALLOCATION(['w1', 'w2', 'w3', 'w4'], 'grow', 8);
+    // The fire already in flight may use the old assignment; every later one uses the new one.
+    const fires = await firesAfter('grow', 8, joined + 1_000, 3);
+    for (const fireTime of fires) expect(cluster.placement('grow', fireTime)).toEqual(withFour);
+    expect(cluster.overlaps('grow')).toEqual([]);
+    expectNoDuplicateStarts('grow');
+  });
+});
+
+describe('misfire', () => {
+  async function longFirstRun(misfire: boolean): Promise<ExecutionRecord[]> {
+    let runs = 0;
+    const job = defineJob({
+      name: misfire ? 'slow-misfire' : 'slow-skip',
+      cron: everySecond,
+      misfire,
+      execute: () => sleep(runs++ === 0 ? 2_600 : 50),
+    });
+    await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w1' });
+    await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w2' });
+    await cluster.start({ roles: ['scheduler'], instanceId: 'leader' });
+    const first = await waitFor(() => cluster.starts(job.name)[0], { message: 'first start' });
+    await waitFor(() => cluster.finishes(job.name).some((r) => r.fireTime === first.fireTime && r.status === 'completed'), {
+      timeoutMs: 10_000,
+      message: 'the long run finished',
+    });
+    await sleep(1_500);
+    expect(cluster.overlaps(job.name)).toEqual([]);
+    return cluster.log.filter((r) => r.job === job.name);
+  }
+
+  it('with misfire on, an item still running is not started twice and runs once more right after it ends', async () => {
+    const log = await longFirstRun(true);
+    const first = log.find((r) => r.event === 'start')!;
+    const firstEnd = log.find((r) => r.event === 'finish' && r.fireTime === first.fireTime && r.status === 'completed')!;
+    const skipped = log.filter((r) => r.status === 'skipped' && r.fireTime > first.fireTime && r.fireTime < firstEnd.at);
+    expect(skipped.length).toBeGreaterThanOrEqual(2);
+    const reruns = log.filter((r) => r.event === 'start' && r.source === 'MISFIRE');
+    expect(reruns).toHaveLength(1);
+    expect(reruns[0].instanceId).toBe(first.instanceId);
+    expect(reruns[0].at - firstEnd.at).toBeLessThan(500);
+  });
+
+  it('with misfire off, the fires that found the item running are skipped', async () => {
+    const log = await longFirstRun(false);
+    const first = log.find((r) => r.event === 'start')!;
+    const firstEnd = log.find((r) => r.event === 'finish' && r.fireTime === first.fireTime && r.status === 'completed')!;
+    expect(log.filter((r) => r.source === 'MISFIRE')).toEqual([]);
+    const during = log.filter((r) => r.fireTime > first.fireTime && r.fireTime < firstEnd.at - 100);
+    expect(during.length).toBeGreaterThanOrEqual(2);
+    expect(during.every((r) => r.event === 'finish' && r.status === 'skipped')).toBe(true);
+  });
+});
+
+describe('disabling', () => {
+  it('disabling an item, a server and the job stops exactly those executions; enabling resumes them', async () => {
+    const job = defineJob({ name: 'toggle', cron: everySecond, shardingTotalCount: 4, execute: () => undefined });
+    await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'a', ip: '127.0.0.1' });
+    await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'b', ip: '127.0.0.2' });
+    await cluster.start({ roles: ['scheduler'], instanceId: 'leader' });
+    const admin = await connectZk(zk.connectionString, { namespace: cluster.namespace });
+    const both = { a: [0, 1], b: [2, 3] };
+    let [f] = await firesAfter('toggle', 4, 0, 1);
+    expect(cluster.placement('toggle', f)).toEqual(both);
+
+    // One item.
+    await admin.create('/toggle/sharding/1/disabled');
+    let changedAt = Date.now();
+    for (const fire of await firesAfter('toggle', 3, changedAt + 1_000, 2)) {
+      expect(cluster.placement('toggle', fire)).toEqual({ a: [0], b: [2, 3] });
+    }
+    await admin.delete('/toggle/sharding/1/disabled');
+    changedAt = Date.now();
+    [f] = await firesAfter('toggle', 4, changedAt + 1_000, 1);
+    expect(cluster.placement('toggle', f)).toEqual(both);
+
+    // One server: its instance gets nothing, the other takes every item.
+    await admin.set('/toggle/servers/127.0.0.2', 'DISABLED');
+    changedAt = Date.now();
+    for (const fire of await firesAfter('toggle', 4, changedAt + 1_000, 2)) {
+      expect(cluster.placement('toggle', fire)).toEqual({ a: [0, 1, 2, 3] });
+    }
+    await admin.set('/toggle/servers/127.0.0.2', 'ENABLED');
+    changedAt = Date.now();
+    [f] = await firesAfter('toggle', 4, changedAt + 1_000, 1);
+    expect(cluster.placement('toggle', f)).toEqual(both);
+
+    // The whole job.
+    const config = jobConfigCodec.decode((await admin.get('/toggle/config')).data, '/toggle/config');
+    await admin.set('/toggle/config', jobConfigCodec.encode({ ...config, disabled: true }));
+    changedAt = Date.now();
+    await sleep(2_500);
+    expect(cluster.starts('toggle').filter((r) => r.fireTime > changedAt + 1_000)).toEqual([]);
+    await admin.set('/toggle/config', jobConfigCodec.encode({ ...config, disabled: false }));
+    changedAt = Date.now();
+    [f] = await firesAfter('toggle', 4, changedAt + 1_000, 1);
+    expect(cluster.placement('toggle', f)).toEqual(both);
+    expectNoDuplicateStarts('toggle');
+  });
+});
+
+describe('leader failover', () => {
+  it('only the leader fires; when its session ends the other takes over and the replay duplicates nothing', async () => {
+    const job = defineJob({ name: 'ha', cron: everySecond, shardingTotalCount: 3, execute: () => sleep(20) });
+    for (const id of ['w1', 'w2']) await cluster.start({ roles: ['worker'], jobs: [job], instanceId: id });
+    const a = await cluster.start({ roles: ['scheduler'], instanceId: 's1' });
+    const b = await cluster.start({ roles: ['scheduler'], instanceId: 's2' });
+    const dispatchedBy: Record<string, number> = { s1: 0, s2: 0 };
+    a.leader!.on('fire:dispatched', () => (dispatchedBy.s1 += 1));
+    b.leader!.on('fire:dispatched', () => (dispatchedBy.s2 += 1));
+    await firesAfter('ha', 3, 0, 2);
+    expect(a.leader!.isLeader).toBe(true);
+    expect(b.leader!.isLeader).toBe(false);
+    expect(dispatchedBy.s2).toBe(0);
+
+    await a.zk.close(); // the leader's session ends abruptly
+    const tookOver = Date.now();
+    await waitFor(() => b.leader!.isLeader, { message: 's2 elected' });
+    await firesAfter('ha', 3, tookOver + 1_000, 3);
+    expect(dispatchedBy.s2).toBeGreaterThan(0);
+    expectNoDuplicateStarts('ha');
+    // No fire lost across the takeover: every second from the first fire on ran all its items
+    // (a fire the old leader never dispatched is caught up by the new one, source MISFIRE).
+    const fires = [...new Set(cluster.starts('ha').map((r) => r.fireTime))].sort((x, y) => x - y);
+    const last = fires[fires.length - 1];
+    for (let fire = fires[0]; fire < last; fire += 1_000) {
+      expect(new Set(cluster.starts('ha').filter((r) => r.fireTime === fire).map((r) => r.item))).toEqual(new Set([0, 1, 2]));
+    }
+  });
+});
+
+describe('configuration changes', () => {
+  it('a cron changed in ZooKeeper takes effect within one interval', async () => {
+    const job = defineJob({ name: 'recron', cron: '0/2 * * * * ?', execute: () => undefined });
+    await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w1' });
+    await cluster.start({ roles: ['scheduler'], instanceId: 'leader' });
+    await firesAfter('recron', 1, 0, 1, 5_000);
+    expect(cluster.starts('recron').every((r) => r.fireTime % 2_000 === 0)).toBe(true);
+    const admin = await connectZk(zk.connectionString, { namespace: cluster.namespace });
+    const config = jobConfigCodec.decode((await admin.get('/recron/config')).data, '/recron/config');
+    await admin.set('/recron/config', jobConfigCodec.encode({ ...config, cron: '1/2 * * * * ?' }));
+    const changedAt = Date.now();
+    const odd = await waitFor(() => cluster.starts('recron').find((r) => r.fireTime % 2_000 === 1_000), { timeoutMs: 4_000, message: 'an odd-second fire' });
+    expect(odd.fireTime - changedAt).toBeLessThanOrEqual(2_000);
+  });
+
+  it('a corrupt config written by hand is reported naming the job and field; other jobs keep firing', async () => {
+    const good = defineJob({ name: 'good', cron: everySecond, execute: () => undefined });
+    const victim = defineJob({ name: 'victim', cron: everySecond, execute: () => undefined });
+    await cluster.start({ roles: ['worker'], jobs: [good, victim], instanceId: 'w1' });
+    const leaderNode = await cluster.start({ roles: ['scheduler'], instanceId: 'leader' });
+    const invalid: Array<{ job: string; error: unknown }> = [];
+    leaderNode.leader!.on('job:invalid', (e) => invalid.push(e));
+    await firesAfter('good', 1, 0, 1);
+    const admin = await connectZk(zk.connectionString, { namespace: cluster.namespace });
+
+    await admin.set('/victim/config', '{"name":"victim","shardingTotalCount":0,"cron":"* * * * * ?"}');
+    await eventually(() => expect(invalid.map((e) => (e.error as Error).message).join('\n')).toMatch(/victim[\s\S]*shardingTotalCount/));
+    await admin.set('/victim/config', '{not json');
+    await eventually(() => expect(invalid).toHaveLength(2));
+    expect((invalid[1].error as Error).message).toContain('victim');
+    expect((invalid[1].error as { code: string }).code).toBe('SHARDCRON_CORRUPT_DATA');
+
+    const after = Date.now();
+    await firesAfter('good', 1, after + 1_000, 2);
+  });
+});
