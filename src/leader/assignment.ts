@@ -18,6 +18,8 @@ export function itemOwners(assignment: Assignment): Map<number, string> {
  * done continuously instead of every few minutes).
  */
 export function assignmentStillValid(assignment: Assignment, total: number, live: ReadonlySet<string>): boolean {
+  // Instances left with no item count too: the dispatcher looks up the queue of every instance named.
+  for (const instanceId of Object.keys(assignment)) if (!live.has(instanceId)) return false;
   const owners = itemOwners(assignment);
   if (owners.size !== total) return false;
   for (let item = 0; item < total; item += 1) {
