@@ -23,6 +23,8 @@ export interface StartNodeOptions {
   /** The IP this instance registers under (default: first non-internal IPv4). */
   ip?: string;
   concurrency?: number;
+  /** On close, how long running executions may take before they are aborted. */
+  shutdownGraceMs?: number;
   logger?: Logger;
 }
 
@@ -77,7 +79,17 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
     if (roles.includes('worker')) {
       const jobs = options.jobs ?? [];
       if (jobs.length === 0) log.warn('worker role without jobs: this node will run nothing');
-      worker = new WorkerService({ zk, redisUrl, namespace, instanceId, ip, jobs, concurrency: options.concurrency ?? env.concurrency, logger: log });
+      worker = new WorkerService({
+        zk,
+        redisUrl,
+        namespace,
+        instanceId,
+        ip,
+        jobs,
+        concurrency: options.concurrency ?? env.concurrency,
+        shutdownGraceMs: options.shutdownGraceMs ?? env.shutdownGraceMs,
+        logger: log,
+      });
       cleanups.push(() => worker!.close());
       await worker.start();
     }

@@ -19,6 +19,10 @@ export interface JobViewEvents {
   'config:invalid': { error: unknown };
   /** Something that changes the assignment happened (instances, servers, total, flag). */
   'reshard:needed': { reason: string };
+  /** An instance node vanished (session gone or clean shutdown). */
+  'instance:removed': LiveInstance;
+  /** An instance switched to `draining`: its waiting requests must move. */
+  'instance:draining': LiveInstance;
 }
 
 /** Flags under `sharding/{i}` that the leader acts on. */
@@ -68,8 +72,14 @@ export class JobView extends TypedEmitter<JobViewEvents> {
     });
     const reshard = (reason: string) => () => this.emit('reshard:needed', { reason });
     this.instancesCache.on('added', reshard('instance joined'));
-    this.instancesCache.on('removed', reshard('instance left'));
-    this.instancesCache.on('changed', reshard('instance changed'));
+    this.instancesCache.on('removed', (entry) => {
+      this.emit('reshard:needed', { reason: 'instance left' });
+      if (entry.data) this.emit('instance:removed', { instanceId: entry.name, info: entry.data });
+    });
+    this.instancesCache.on('changed', (entry) => {
+      this.emit('reshard:needed', { reason: 'instance changed' });
+      if (entry.data?.state === 'draining') this.emit('instance:draining', { instanceId: entry.name, info: entry.data });
+    });
     this.serversCache.on('added', reshard('server added'));
     this.serversCache.on('changed', reshard('server enabled/disabled'));
     this.serversCache.on('removed', reshard('server removed'));

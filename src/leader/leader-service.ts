@@ -8,11 +8,13 @@ import { silentLogger, type Logger } from '../shared/logger';
 import { isValidJobName, registryPaths } from '../shared/registry-paths';
 import { TypedEmitter } from '../shared/typed-emitter';
 import { ChildrenCache, type ZkClient } from '../shared/zk';
+import { FailoverCoordinator, type MissedItem, type MoveReason } from './failover';
 import { FireDispatcher, type FirePlan, type JobState, type SkipReason } from './fire-dispatcher';
 import { FireTimer, systemClock, type Clock, type DueJob } from './fire-timer';
 import { JobView } from './job-view';
 import { LeaderElection } from './leader-election';
 import { QueuePool, REQUEST_RETENTION_MS } from './queue-pool';
+import { QUEUE_PREFIX } from '../shared/queue-names';
 
 export interface LeaderServiceOptions {
   zk: ZkClient;
@@ -32,6 +34,10 @@ export interface LeaderServiceEvents {
   'fire:dispatched': { job: string; fireTime: number; source: ExecutionSource; items: number; epoch: number };
   'fire:skipped': { job: string; fireTime: number; reason: SkipReason | 'not-leader' };
   'job:invalid': { job: string; error: unknown };
+  /** A request of a lost or draining instance was moved to another one. */
+  'item:failover': { job: string; item: number; fireTime: number; from: string; to: string };
+  /** A request of a lost instance will not run (failover off, or no instance left). */
+  'item:missed': MissedItem;
 }
 
 /**
@@ -44,9 +50,14 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   private readonly log: Logger;
   private readonly queues: QueuePool;
   private readonly dispatcher: FireDispatcher;
+  private readonly failover: FailoverCoordinator;
+  /** Queues whose move is scheduled: queue -> {from, reason}; one move per queue, all jobs at once. */
+  private readonly pendingMoves = new Map<string, { from: string; reason: MoveReason }>();
   private readonly clock: Clock;
   private readonly lateToleranceMs: number;
   private readonly jobs = new Map<string, JobState>();
+  /** The load of each job view, shared by the cache event and the activation that awaits it. */
+  private readonly loading = new Map<string, Promise<void>>();
   private jobsCache: ChildrenCache | undefined;
   private timer: FireTimer | undefined;
   /** Fires that came due while leadership was suspended: job -> latest nominal time. */
@@ -65,6 +76,19 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.queues = new QueuePool(options.redis);
     this.dispatcher = new FireDispatcher(options.zk, this.queues, log);
     this.election = new LeaderElection(options.zk, options.instanceId, log);
+    this.failover = new FailoverCoordinator({
+      zk: options.zk,
+      queues: this.queues,
+      jobs: () => this.jobs,
+      fence: () => this.election.fence(),
+      epoch: () => this.election.epoch ?? 0,
+      log,
+      onMoved: (r, to) => this.emit('item:failover', { job: r.job, item: r.item, fireTime: r.fireTime, from: r.from ?? '', to }),
+      onMissed: (m) => {
+        this.log.warn(m, 'item missed: its instance was lost');
+        this.emit('item:missed', m);
+      },
+    });
   }
 
   get isLeader(): boolean {
@@ -104,6 +128,8 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     jobsCache.on('removed', ({ name }) => void this.removeJob(name));
     try {
       await jobsCache.start();
+      // Every job must be loaded before the timer starts and before the orphan sweep, which
+      // would otherwise take live instances' queues for dead ones.
       await Promise.all(jobsCache.names().map((name) => this.addJob(name, generation)));
     } catch (err) {
       this.log.error({ err }, 'could not load the jobs; waiting for the next election');
@@ -112,6 +138,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     if (generation !== this.generation) return;
     timer.start();
     this.emit('leader:elected', { epoch });
+    await this.sweepOrphanedQueues().catch((err) => this.log.error({ err }, 'could not sweep queues of lost instances'));
   }
 
   private async deactivate(): Promise<void> {
@@ -122,17 +149,29 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.jobsCache = undefined;
     const states = [...this.jobs.values()];
     this.jobs.clear();
+    this.loading.clear();
     this.missedWhileSuspended.clear();
     await Promise.allSettled([cache?.close(), ...states.map((s) => s.view.close())]);
   }
 
-  private async addJob(name: string, generation: number): Promise<void> {
-    if (!isValidJobName(name) || this.jobs.has(name) || generation !== this.generation) return;
+  private addJob(name: string, generation: number): Promise<void> {
+    if (!isValidJobName(name) || generation !== this.generation) return Promise.resolve();
+    let loading = this.loading.get(name);
+    if (!loading) {
+      loading = this.loadJob(name, generation).catch((err) => this.log.error({ err, job: name }, 'could not load job'));
+      this.loading.set(name, loading);
+    }
+    return loading;
+  }
+
+  private async loadJob(name: string, generation: number): Promise<void> {
     const view = new JobView(this.options.zk, name, this.log.child({ job: name }));
     const state: JobState = { view, assignment: undefined, needsReshard: true, nodesReady: new Set() };
     this.jobs.set(name, state);
     view.on('config:changed', ({ config, previous }) => this.onConfig(name, config, previous));
     view.on('config:invalid', ({ error }) => this.emit('job:invalid', { job: name, error }));
+    view.on('instance:removed', ({ instanceId, info }) => this.scheduleMove(instanceId, info.queue, 'lost'));
+    view.on('instance:draining', ({ instanceId, info }) => this.scheduleMove(instanceId, info.queue, 'draining'));
     view.on('reshard:needed', ({ reason }) => {
       state.needsReshard = true;
       this.log.debug({ job: name, reason }, 'resharding at the next fire');
@@ -142,12 +181,14 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     const ledger = await this.readLedger(name);
     state.assignment = ledger ? this.assignmentOf(ledger) : undefined;
     if (ledger) await this.replay(name, ledger);
+    await this.failover.resumeIntents(name).catch((err) => this.log.error({ err, job: name }, 'could not finish failover intents'));
     this.scheduleJob(name, view.config, ledger?.fireTime);
   }
 
   private async removeJob(name: string): Promise<void> {
     const state = this.jobs.get(name);
     this.jobs.delete(name);
+    this.loading.delete(name);
     this.timer?.unschedule(name);
     await state?.view.close();
   }
@@ -183,7 +224,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
 
   private async tick(due: DueJob[], now: number): Promise<void> {
     if (this.election.state === 'suspended') {
-      for (const d of due) this.missedWhileSuspended.set(d.job, d.fireTimes[d.fireTimes.length - 1]);
+      for (const d of due) if (!this.missedWhileSuspended.has(d.job)) this.missedWhileSuspended.set(d.job, d.fireTimes[0]);
       return;
     }
     const epoch = this.election.epoch;
@@ -193,7 +234,9 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     }
     const plans: FirePlan[] = [];
     for (const d of due) {
-      const fireTime = d.fireTimes[d.fireTimes.length - 1];
+      // Several due fire times run once ("fire once now"), under the earliest: a fire that a dead
+      // leader never dispatched still runs exactly once as itself; the later ones are coalesced.
+      const fireTime = d.fireTimes[0];
       const late = d.fireTimes.length > 1 || now - fireTime > this.lateToleranceMs;
       const plan = await this.planFire(d.job, fireTime, late ? 'MISFIRE' : 'NORMAL', epoch);
       if (plan) plans.push(plan);
@@ -228,7 +271,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       }
       // The multi may or may not have landed; treat the fires as missed while suspended.
       this.log.error({ err }, 'could not write the dispatch ledger');
-      for (const plan of plans) this.missedWhileSuspended.set(plan.job, plan.ledger.fireTime);
+      for (const plan of plans) if (!this.missedWhileSuspended.has(plan.job)) this.missedWhileSuspended.set(plan.job, plan.ledger.fireTime);
       return;
     }
     for (const plan of plans) {
@@ -258,6 +301,48 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     if (missed.length === 0) return;
     const due = missed.map(([job, fireTime]) => ({ job, fireTimes: [fireTime], truncated: false }));
     void this.onDue(due, Number.POSITIVE_INFINITY);
+  }
+
+  // ---- failover ---------------------------------------------------------------------------
+
+  /**
+   * Moves a queue's requests on the tick chain, so that no dispatch to that queue runs at the same
+   * time. Several jobs report the same lost instance; the queue is handled once for all of them.
+   */
+  private scheduleMove(from: string, queue: string, reason: MoveReason): void {
+    if (!this.election.isLeader) return;
+    const known = this.pendingMoves.get(queue);
+    if (known && (known.reason === 'lost' || reason === 'draining')) return;
+    this.pendingMoves.set(queue, { from, reason });
+    this.tickChain = this.tickChain
+      .then(async () => {
+        const move = this.pendingMoves.get(queue);
+        this.pendingMoves.delete(queue);
+        if (!move || !this.election.isLeader) return;
+        await this.failover.moveQueue(move.from, queue, move.reason);
+      })
+      .catch((err) => this.log.error({ err, queue, from }, 'failover of a queue failed'));
+  }
+
+  /**
+   * Queues of instances that died while no leader was watching (or between our election and our
+   * caches loading) are found in Redis and handled like any lost instance.
+   */
+  private async sweepOrphanedQueues(): Promise<void> {
+    const ns = this.options.zk.options.namespace;
+    const live = new Set<string>();
+    for (const state of this.jobs.values()) for (const i of state.view.liveInstances()) live.add(i.info.queue);
+    const prefix = `${QUEUE_PREFIX}:${ns}.`;
+    const found = new Set<string>();
+    const stream = this.options.redis.scanStream({ match: `${prefix}*:meta`, count: 500 });
+    for await (const keys of stream as AsyncIterable<string[]>) {
+      for (const key of keys) found.add(key.slice(QUEUE_PREFIX.length + 1, -':meta'.length));
+    }
+    for (const queue of found) {
+      if (live.has(queue)) continue;
+      const from = queue.slice(ns.length + 1, queue.lastIndexOf('.'));
+      this.scheduleMove(from, queue, 'lost');
+    }
   }
 
   // ---- takeover ---------------------------------------------------------------------------

@@ -21,12 +21,27 @@ export type FireLedger = z.output<typeof fireLedgerSchema>;
 
 export const fireLedgerCodec = jsonCodec(fireLedgerSchema, 'fire ledger');
 
-/** The durable failover intent `/{job}/leader/failover/items/{i}`. */
+/**
+ * The durable failover intent `/{job}/leader/failover/items/{i}`, written (fenced) before the
+ * item's requests are moved and deleted once they are enqueued. It names the chosen target, so a
+ * new leader that finds it replays to the same queue, where the deterministic job id dedupes it.
+ */
 export const failoverIntentSchema = z.object({
-  fireTime: z.number().int().nonnegative(),
-  /** The lost instance the item is taken from. */
+  /** The lost (or draining) instance the item is taken from. */
   from: z.string().min(1),
-  source: z.enum(ExecutionSources),
+  /** Latest fire time among the moves (what the console shows). */
+  fireTime: z.number().int().nonnegative(),
+  moves: z
+    .array(
+      z.object({
+        fireTime: z.number().int().nonnegative(),
+        /** Source of the original request. */
+        source: z.enum(ExecutionSources),
+        target: z.string().min(1),
+        queue: z.string().min(1),
+      }),
+    )
+    .min(1),
 });
 
 export type FailoverIntent = z.output<typeof failoverIntentSchema>;

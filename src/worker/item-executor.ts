@@ -57,10 +57,12 @@ export class ItemExecutor {
       if (!(await this.acquire(config, request, key))) {
         return round === 0 ? this.skipped(request, 'item running elsewhere; misfire recorded') : status;
       }
+      const marked = request.source === 'FAILOVER' && (await this.markFailover(request));
       try {
         status = await this.execute(definition, config, { ...request, source });
       } finally {
         await this.release(config, request, key);
+        if (marked) await this.ctx.zk.delete(registryPaths.shardingFailover(request.job, request.item)).catch(() => undefined);
       }
       if (status === 'aborted' || !(await this.takeMisfire(config, request, key))) return status;
       source = 'MISFIRE';
@@ -100,6 +102,17 @@ export class ItemExecutor {
       if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE)) throw err;
       await this.ctx.zk.ensurePath(path.slice(0, path.lastIndexOf('/')));
       await this.ctx.zk.create(path, this.ctx.instanceId, 'ephemeral');
+    }
+  }
+
+  /** `sharding/{i}/failover` tells operators which instance runs a failed-over item. */
+  private async markFailover(request: ExecutionRequest): Promise<boolean> {
+    try {
+      await this.ctx.zk.create(registryPaths.shardingFailover(request.job, request.item), this.ctx.instanceId, 'ephemeral');
+      return true;
+    } catch (err) {
+      this.ctx.log.debug({ err, job: request.job, item: request.item }, 'failover marker not written');
+      return false;
     }
   }
 
@@ -160,7 +173,9 @@ export class ItemExecutor {
     let outcome: ExecutionOutcome;
     try {
       await definition.execute(context);
-      outcome = { status: controller.signal.aborted ? 'aborted' : 'completed', durationMs: Date.now() - started };
+      // Finishing after our ownership ended is not a completion: the item may already run elsewhere.
+      const stillOurs = !controller.signal.aborted && this.ctx.owns(sessionId);
+      outcome = { status: stillOurs ? 'completed' : 'aborted', durationMs: Date.now() - started };
     } catch (error) {
       outcome = { status: controller.signal.aborted ? 'aborted' : 'failed', error, durationMs: Date.now() - started };
       await this.handleError(definition, error, context, log);

@@ -21,6 +21,8 @@ export interface WorkerServiceOptions {
   jobs: readonly ResolvedJobDefinition[];
   /** Executions run at once by this instance. */
   concurrency: number;
+  /** On close, how long running executions may take before they are aborted. Default 30000. */
+  shutdownGraceMs?: number;
   logger?: Logger;
 }
 
@@ -48,6 +50,9 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private consumer: Worker | undefined;
   private abortAll = new AbortController();
   private closing: Promise<void> | undefined;
+  private watchdog: NodeJS.Timeout | undefined;
+  /** True while we stopped because the ownership deadline passed (invariant I4). */
+  private fencedOut = false;
 
   constructor(private readonly options: WorkerServiceOptions) {
     const log = (options.logger ?? silentLogger).child({ component: 'worker', instanceId: options.instanceId });
@@ -60,7 +65,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       instanceId: options.instanceId,
       log,
       config: (job) => this.configCaches.get(job)?.value ?? this.definitions.get(job)!.config,
-      owns: (sessionId) => options.zk.state === 'connected' && options.zk.sessionId === sessionId,
+      owns: (sessionId) => options.zk.sessionId === sessionId && this.withinContactDeadline(),
       abortSignal: () => this.abortAll.signal,
       record: (record) => this.emit(record.event === 'start' ? 'item:started' : 'item:finished', record),
     });
@@ -84,13 +89,45 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     this.connection = new IORedis(this.options.redisUrl, { maxRetriesPerRequest: null });
     this.unsubscribe.push(
       zk.on('suspended', () => void this.consumer?.pause(true)),
-      zk.on('reconnected', () => this.consumer?.resume()),
+      zk.on('reconnected', () => !this.fencedOut && this.consumer?.resume()),
       zk.on('lost', () => void this.onSessionLost()),
       zk.on('session:renewed', () => void this.startIncarnation().catch((err) => this.log.error({ err }, 'could not register again'))),
     );
     await this.startIncarnation();
     await Promise.all([...this.configCaches.values()].map((c) => c.start()));
+    this.watchdog = setInterval(() => this.checkOwnership(), 100);
+    this.watchdog.unref();
     return this;
+  }
+
+  /**
+   * We must stop before the server could expire our session, since the leader fails our items
+   * over the moment it does. A third of the session timeout is kept as a margin for clock rate
+   * differences and the time an abort takes to reach the handler.
+   */
+  private withinContactDeadline(): boolean {
+    const margin = this.options.zk.negotiatedSessionTimeoutMs / 3;
+    return Date.now() < this.options.zk.contactDeadline() - margin;
+  }
+
+  private checkOwnership(): void {
+    const ok = this.withinContactDeadline();
+    if (!ok && !this.fencedOut) {
+      this.fencedOut = true;
+      this.log.warn('no contact with ZooKeeper for too long: aborting executions before our items can be failed over');
+      this.abortExecutions('lost contact with ZooKeeper; executions aborted before failover');
+      void this.consumer?.pause(true);
+    } else if (ok && this.fencedOut) {
+      this.fencedOut = false;
+      this.log.info('contact with ZooKeeper restored: taking requests again');
+      if (this.options.zk.state === 'connected') this.consumer?.resume();
+    }
+  }
+
+  private abortExecutions(reason: string): void {
+    const controller = this.abortAll;
+    this.abortAll = new AbortController();
+    controller.abort(new ShardcronError(ErrorCodes.NOT_OWNER, reason));
   }
 
   close(): Promise<void> {
@@ -111,9 +148,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
 
   /** The session is gone: our items may be failed over now, so stop them (invariant I4). */
   private async onSessionLost(): Promise<void> {
-    const controller = this.abortAll;
-    this.abortAll = new AbortController();
-    controller.abort(new ShardcronError(ErrorCodes.NOT_OWNER, 'ZooKeeper session lost; executions aborted'));
+    this.abortExecutions('ZooKeeper session lost; executions aborted');
     const consumer = this.consumer;
     this.consumer = undefined;
     await consumer?.close(true).catch((err) => this.log.warn({ err }, 'closing the old consumer failed'));
@@ -135,12 +170,33 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     return status;
   }
 
+  /**
+   * Graceful drain (DESIGN.md flow 9): take nothing new, mark the instance `draining` so the leader
+   * moves our waiting requests at once, let running executions finish within the grace period,
+   * abort the rest, and only then remove the instance nodes.
+   */
   private async doClose(): Promise<void> {
-    for (const off of this.unsubscribe.splice(0)) off();
     const consumer = this.consumer;
+    const grace = this.options.shutdownGraceMs ?? 30_000;
+    if (consumer && this.options.zk.state === 'connected') {
+      await consumer.pause(true).catch(() => undefined);
+      await this.registration.setState('draining');
+      this.log.info({ graceMs: grace }, 'draining: waiting for running executions');
+    }
+    if (this.watchdog) clearInterval(this.watchdog);
+    for (const off of this.unsubscribe.splice(0)) off();
     this.consumer = undefined;
-    // Let running executions finish (graceful drain arrives with the shutdown work), then leave.
-    await consumer?.close().catch((err) => this.log.warn({ err }, 'closing the consumer failed'));
+    if (consumer) {
+      const closed = consumer.close().catch((err) => this.log.warn({ err }, 'closing the consumer failed'));
+      let timer: NodeJS.Timeout | undefined;
+      const graceOver = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), grace)));
+      if ((await Promise.race([closed.then(() => 'closed' as const), graceOver])) === 'timeout') {
+        this.log.warn({ graceMs: grace }, 'grace period over: aborting the executions still running');
+        this.abortExecutions('shutdown grace period exceeded');
+        await consumer.close(true).catch(() => undefined);
+      }
+      clearTimeout(timer);
+    }
     await this.registration.unregister().catch(() => undefined);
     await Promise.allSettled([...this.configCaches.values()].map((c) => c.close()));
     await this.connection?.quit().catch(() => undefined);

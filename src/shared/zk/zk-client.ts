@@ -81,6 +81,9 @@ function pinVersion(tx: zookeeper.Transaction, version: number): void {
  */
 export class ZkClient extends TypedEmitter<ZkClientEvents> {
   private current: ZkSession | undefined;
+  /** Send time of the latest request the server answered (see {@link contactDeadline}). */
+  private lastAnsweredSendAt = 0;
+  private heartbeat: NodeJS.Timeout | undefined;
   private stateValue: ZkState = 'idle';
   private closing: Promise<void> | undefined;
   private renewing: Promise<void> | undefined;
@@ -110,6 +113,16 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   }
 
   /** The timeout the server granted, which may differ from the one asked for. */
+  /**
+   * The earliest moment the server could expire our session: the send time of the last request it
+   * answered plus the session timeout (it cannot have heard from us before we sent). Owners of
+   * ephemeral locks stop acting on them before this, whatever the connection state says, which
+   * also covers a process that was paused (SIGSTOP, GC, VM freeze) and does not know it yet.
+   */
+  contactDeadline(): number {
+    return this.lastAnsweredSendAt + this.negotiatedSessionTimeoutMs;
+  }
+
   get negotiatedSessionTimeoutMs(): number {
     return this.current?.negotiatedTimeoutMs ?? this.options.sessionTimeoutMs;
   }
@@ -123,8 +136,10 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
       await this.close();
       throw err;
     }
+    this.lastAnsweredSendAt = Date.now();
     this.transition('connected');
     this.emit('connected', { sessionId: this.sessionId });
+    this.startHeartbeat();
     return this;
   }
 
@@ -286,9 +301,14 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   ): Promise<T> {
     for (let attempt = 0; ; attempt += 1) {
       const session = await this.awaitConnected(op, path);
+      const sentAt = Date.now();
       try {
         return await new Promise<T>((resolve, reject) => {
-          call(session.raw, (err, value) => (err ? reject(toZkError(err, op, path)) : resolve(value as T)));
+          call(session.raw, (err, value) => {
+            // Any answer, even an error code, proves the server heard us at sentAt or later.
+            if (session === this.current && (!err || !isRetryable(toZkError(err, op, path)))) this.noteContact(sentAt);
+            return err ? reject(toZkError(err, op, path)) : resolve(value as T);
+          });
         });
       } catch (err) {
         if (!retry || !isRetryable(err) || attempt >= this.options.retry.maxRetries || this.closing) throw err;
@@ -381,6 +401,7 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
       const session = await this.openSession(Number.POSITIVE_INFINITY);
       if (this.closing) return session.close();
       this.current = session;
+      this.lastAnsweredSendAt = Date.now();
       this.transition('connected');
       this.emit('session:renewed', { sessionId: session.sessionId, previousSessionId });
     } catch (err) {
@@ -429,7 +450,26 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
     return path.startsWith(this.root + '/') ? path.slice(this.root.length) : path;
   }
 
+  private noteContact(sentAt: number): void {
+    if (sentAt > this.lastAnsweredSendAt) this.lastAnsweredSendAt = sentAt;
+  }
+
+  /**
+   * A cheap read every third of the session timeout keeps {@link contactDeadline} fresh even when
+   * the owner issues no request (node-zookeeper-client's own pings are not observable).
+   */
+  private startHeartbeat(): void {
+    const beat = () => {
+      if (this.closing) return;
+      if (this.stateValue === 'connected') void this.exists('/').catch(() => undefined);
+      this.heartbeat = setTimeout(beat, Math.max(100, Math.floor(this.negotiatedSessionTimeoutMs / 3)));
+      this.heartbeat.unref();
+    };
+    beat();
+  }
+
   private async doClose(): Promise<void> {
+    if (this.heartbeat) clearTimeout(this.heartbeat);
     this.closeController.abort(new ShardcronError(ErrorCodes.CLOSED, 'ZooKeeper client closed'));
     const session = this.current;
     this.transition('closed');

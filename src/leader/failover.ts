@@ -1,0 +1,181 @@
+import { executionRequestSchema, type ExecutionRequest } from '../shared/execution-request';
+import { failoverIntentCodec, type FailoverIntent } from '../shared/fire-ledger';
+import type { Logger } from '../shared/logger';
+import { registryPaths } from '../shared/registry-paths';
+import type { ZkClient } from '../shared/zk';
+import type { JobState } from './fire-dispatcher';
+import type { Fence } from './leader-election';
+import type { QueuePool } from './queue-pool';
+
+/** Why requests leave a queue: its instance is gone, or it is shutting down. */
+export type MoveReason = 'lost' | 'draining';
+
+/** An item that will not run for a fire (failover off, or nowhere to run). */
+export interface MissedItem {
+  job: string;
+  item: number;
+  fireTime: number;
+  from: string;
+  reason: 'failover-off';
+}
+
+export interface FailoverDeps {
+  zk: ZkClient;
+  queues: QueuePool;
+  jobs: () => ReadonlyMap<string, JobState>;
+  fence: () => Fence;
+  epoch: () => number;
+  log: Logger;
+  onMoved: (request: ExecutionRequest, target: string) => void;
+  onMissed: (missed: MissedItem) => void;
+}
+
+/** BullMQ states of requests not finished yet; `active` ones only move when the instance is lost. */
+const PENDING_STATES = ['wait', 'delayed', 'prioritized'] as const;
+
+/**
+ * DESIGN.md flow 6, done better than ElasticJob: when an instance is lost, every unfinished
+ * request in its queue (waiting, delayed and active) moves at once to live instances of the job,
+ * least loaded first; none waits for an idle instance and none is taken one at a time. Intents are
+ * written (fenced) before the move, so a leader crash in the middle is finished by the next one.
+ */
+export class FailoverCoordinator {
+  constructor(private readonly deps: FailoverDeps) {}
+
+  /** Moves the requests of `queue` (instance `from`) and, for a lost instance, removes the queue. */
+  async moveQueue(from: string, queueName: string, reason: MoveReason): Promise<void> {
+    const queue = this.deps.queues.get(queueName);
+    const states = reason === 'lost' ? [...PENDING_STATES, 'active' as const] : [...PENDING_STATES];
+    const jobs = await queue.getJobs(states);
+    const byJob = new Map<string, ExecutionRequest[]>();
+    for (const job of jobs) {
+      const parsed = executionRequestSchema.safeParse(job.data);
+      if (!parsed.success) {
+        this.deps.log.warn({ queue: queueName, id: job.id }, 'malformed request in a failed queue; dropped');
+        continue;
+      }
+      const list = byJob.get(parsed.data.job) ?? [];
+      list.push(parsed.data);
+      byJob.set(parsed.data.job, list);
+    }
+    for (const [job, requests] of byJob) await this.moveRequests(job, from, requests, reason);
+    if (reason === 'draining') {
+      // Moved requests must not run on the draining instance too.
+      await Promise.all(jobs.filter((j) => !('processedOn' in j && j.processedOn)).map((j) => queue.remove(j.id!).catch(() => 0)));
+      return;
+    }
+    await queue.obliterate({ force: true });
+    this.deps.log.info({ queue: queueName, from, moved: jobs.length }, 'lost instance queue emptied and removed');
+  }
+
+  /** Finishes the intents a previous leader left (flow 7); the moves dedupe by job id. */
+  async resumeIntents(job: string): Promise<void> {
+    const dir = registryPaths.leaderFailoverItems(job);
+    let names: string[];
+    try {
+      names = await this.deps.zk.children(dir);
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const item = Number(name);
+      const path = registryPaths.leaderFailoverItem(job, item);
+      const text = await this.deps.zk.getText(path);
+      if (text === undefined) continue;
+      let intent: FailoverIntent;
+      try {
+        intent = failoverIntentCodec.decode(Buffer.from(text), path);
+      } catch (err) {
+        this.deps.log.error({ err, job, item }, 'unreadable failover intent; dropped');
+        await this.deps.zk.fencedMulti(this.deps.fence()).delete(path).commit();
+        continue;
+      }
+      const state = this.deps.jobs().get(job);
+      const live = new Map((state?.view.eligibleInstances() ?? []).map((i) => [i.instanceId, i.info.queue]));
+      const byQueue = new Map<string, ExecutionRequest[]>();
+      for (const move of intent.moves) {
+        // The chosen target may have died since; then pick another (at least once beats never).
+        const target = live.get(move.target) === move.queue ? { id: move.target, queue: move.queue } : this.anyTarget(live);
+        if (!target) continue;
+        const request = this.failoverRequest(job, item, move.fireTime, intent.from);
+        byQueue.set(target.queue, [...(byQueue.get(target.queue) ?? []), request]);
+        this.deps.onMoved(request, target.id);
+      }
+      await this.deps.queues.enqueue(byQueue);
+      await this.deps.zk.fencedMulti(this.deps.fence()).delete(path).commit();
+    }
+  }
+
+  private async moveRequests(job: string, from: string, requests: ExecutionRequest[], reason: MoveReason): Promise<void> {
+    const state = this.deps.jobs().get(job);
+    const config = state?.view.config;
+    if (reason === 'lost' && !config?.failover) {
+      for (const r of requests) this.deps.onMissed({ job, item: r.item, fireTime: r.fireTime, from, reason: 'failover-off' });
+      return;
+    }
+    const targets = (state?.view.eligibleInstances() ?? []).filter((i) => i.instanceId !== from);
+    if (targets.length === 0) {
+      this.deps.log.warn({ job, from, items: requests.map((r) => r.item) }, 'no live instance to take the items; they run at the next fire');
+      for (const r of requests) this.deps.onMissed({ job, item: r.item, fireTime: r.fireTime, from, reason: 'failover-off' });
+      return;
+    }
+    const load = await this.loads(targets.map((t) => t.info.queue));
+    const pick = () => {
+      let best = 0;
+      for (let i = 1; i < targets.length; i += 1) if (load[i] < load[best]) best = i;
+      load[best] += 1;
+      return targets[best];
+    };
+    const intents = new Map<number, FailoverIntent>();
+    const byQueue = new Map<string, ExecutionRequest[]>();
+    for (const r of requests) {
+      const target = pick();
+      const move = { fireTime: r.fireTime, source: r.source, target: target.instanceId, queue: target.info.queue };
+      const intent = intents.get(r.item);
+      if (intent) {
+        intent.moves.push(move);
+        intent.fireTime = Math.max(intent.fireTime, r.fireTime);
+      } else intents.set(r.item, { from, fireTime: r.fireTime, moves: [move] });
+      const moved = this.failoverRequest(job, r.item, r.fireTime, from);
+      byQueue.set(target.info.queue, [...(byQueue.get(target.info.queue) ?? []), moved]);
+    }
+    await this.writeIntents(job, intents);
+    await this.deps.queues.enqueue(byQueue);
+    for (const [queue, list] of byQueue) {
+      const target = targets.find((t) => t.info.queue === queue)!;
+      for (const request of list) this.deps.onMoved(request, target.instanceId);
+    }
+    const tx = this.deps.zk.fencedMulti(this.deps.fence());
+    for (const item of intents.keys()) tx.delete(registryPaths.leaderFailoverItem(job, item));
+    await tx.commit();
+  }
+
+  private async writeIntents(job: string, intents: ReadonlyMap<number, FailoverIntent>): Promise<void> {
+    await this.deps.zk.ensurePath(registryPaths.leaderFailoverItems(job));
+    const tx = this.deps.zk.fencedMulti(this.deps.fence());
+    for (const [item, intent] of intents) {
+      const path = registryPaths.leaderFailoverItem(job, item);
+      if (await this.deps.zk.exists(path)) tx.set(path, failoverIntentCodec.encode(intent));
+      else tx.create(path, failoverIntentCodec.encode(intent));
+    }
+    await tx.commit();
+  }
+
+  private failoverRequest(job: string, item: number, fireTime: number, from: string): ExecutionRequest {
+    return { job, item, fireTime, source: 'FAILOVER', epoch: this.deps.epoch(), from };
+  }
+
+  private async loads(queues: string[]): Promise<number[]> {
+    return Promise.all(
+      queues.map(async (name) => {
+        const counts = await this.deps.queues.get(name).getJobCounts('wait', 'active', 'delayed', 'prioritized');
+        return Object.values(counts).reduce((a, b) => a + b, 0);
+      }),
+    );
+  }
+
+  private anyTarget(live: ReadonlyMap<string, string>): { id: string; queue: string } | undefined {
+    const first = [...live][0];
+    return first ? { id: first[0], queue: first[1] } : undefined;
+  }
+}

@@ -1,0 +1,152 @@
+/**
+ * shardcron nodes as real child processes (test/fixtures/node-process.ts), for fault injection:
+ * kill -9, SIGSTOP/SIGCONT, SIGTERM. Collects every JSON line they print into one log.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { ExecutionRecord } from '../../src/worker/item-executor';
+import { waitFor } from './services';
+import { uniqueNamespace } from './zk';
+
+export interface ProcessLine {
+  kind: 'exec' | 'leader' | 'fire' | 'failover' | 'missed' | 'ready';
+  pid: number;
+  [key: string]: unknown;
+}
+
+export type ExecLine = ExecutionRecord & ProcessLine;
+
+export interface JobSpec {
+  name: string;
+  cron: string;
+  shardingTotalCount?: number;
+  failover?: boolean;
+  misfire?: boolean;
+  sleepMs?: number;
+}
+
+interface Member {
+  name: string;
+  child: ChildProcess;
+  exited: Promise<number | null>;
+  /** When it was killed with SIGKILL (its open executions end there). */
+  killedAt?: number;
+}
+
+const FIXTURE = path.join(__dirname, '..', 'fixtures', 'node-process.ts');
+
+export class ProcessCluster {
+  readonly namespace = uniqueNamespace('chaos');
+  readonly lines: ProcessLine[] = [];
+  private readonly members = new Map<string, Member>();
+
+  constructor(private readonly base: { zk: string; redisUrl: string; sessionTimeoutMs?: number }) {}
+
+  /** Starts a node process named `name` (its instance id) and waits until it reports ready. */
+  async start(name: string, roles: string, jobs: JobSpec[], extraEnv: Record<string, string> = {}): Promise<void> {
+    const child = spawn(process.execPath, ['--require', 'tsx/cjs', FIXTURE], {
+      cwd: path.join(__dirname, '..', '..'),
+      env: {
+        PATH: process.env.PATH,
+        SHARDCRON_ZK: this.base.zk,
+        SHARDCRON_REDIS_URL: this.base.redisUrl,
+        SHARDCRON_NAMESPACE: this.namespace,
+        SHARDCRON_INSTANCE_ID: name,
+        SHARDCRON_ROLES: roles,
+        SHARDCRON_ZK_SESSION_TIMEOUT_MS: String(this.base.sessionTimeoutMs ?? 2_000),
+        SHARDCRON_ZK_CONNECT_TIMEOUT_MS: '5000',
+        SHARDCRON_ZK_BASE_SLEEP_MS: '100',
+        SHARDCRON_ZK_MAX_SLEEP_MS: '1000',
+        SHARDCRON_LOG_LEVEL: process.env.SHARDCRON_TEST_PROCESS_LOG ?? 'silent',
+        SHARDCRON_SHUTDOWN_GRACE_MS: '5000',
+        FIXTURE_JOBS: JSON.stringify(jobs),
+        ...extraEnv,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let buffer = '';
+    // SHARDCRON_TEST_PROCESS_DIR: keep each process's raw output (with SHARDCRON_TEST_PROCESS_LOG=debug).
+    const raw = process.env.SHARDCRON_TEST_PROCESS_DIR
+      ? fs.createWriteStream(path.join(process.env.SHARDCRON_TEST_PROCESS_DIR, `${this.namespace}-${name}.log`))
+      : undefined;
+    child.stdout!.on('data', (chunk: Buffer) => {
+      raw?.write(chunk);
+      buffer += chunk.toString('utf8');
+      let nl: number;
+      while ((nl = buffer.indexOf('\n')) >= 0) {
+        const text = buffer.slice(0, nl);
+        buffer = buffer.slice(nl + 1);
+        try {
+          const line = JSON.parse(text) as ProcessLine;
+          if (line.kind) this.lines.push({ ...line, node: name });
+        } catch {
+          // pino logs (when enabled) and other output
+        }
+      }
+    });
+    let stderr = '';
+    child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    this.members.set(name, { name, child, exited });
+    await waitFor(() => this.lines.some((l) => l.kind === 'ready' && l.pid === child.pid), {
+      timeoutMs: 30_000,
+      message: `process ${name} ready (stderr: ${stderr})`,
+    });
+  }
+
+  pid(name: string): number {
+    return this.members.get(name)!.child.pid!;
+  }
+
+  signal(name: string, signal: NodeJS.Signals): void {
+    const member = this.members.get(name)!;
+    if (signal === 'SIGKILL') member.killedAt = Date.now();
+    member.child.kill(signal);
+  }
+
+  exited(name: string): Promise<number | null> {
+    return this.members.get(name)!.exited;
+  }
+
+  execs(job?: string): ExecLine[] {
+    return this.lines.filter((l): l is ExecLine => l.kind === 'exec' && (!job || (l as ExecLine).job === job));
+  }
+
+  starts(job?: string): ExecLine[] {
+    return this.execs(job).filter((l) => l.event === 'start');
+  }
+
+  /**
+   * Same-item executions on different instances whose [start, end] overlap, where an execution
+   * never finished ends when its process was killed (or is still running).
+   */
+  overlaps(job: string): Array<[ExecLine, ExecLine]> {
+    const ends = new Map<string, number>();
+    const key = (l: ExecLine) => `${l.instanceId}|${l.fireTime}|${l.item}|${l.source}`;
+    for (const l of this.execs(job)) if (l.event === 'finish') ends.set(key(l), l.at);
+    const killedAt = (instance: string) => this.members.get(instance)?.killedAt ?? Number.POSITIVE_INFINITY;
+    const runs = this.starts(job).map((s) => ({ s, end: ends.get(key(s)) ?? killedAt(s.instanceId) }));
+    const out: Array<[ExecLine, ExecLine]> = [];
+    for (let i = 0; i < runs.length; i += 1) {
+      for (let j = i + 1; j < runs.length; j += 1) {
+        const a = runs[i];
+        const b = runs[j];
+        if (a.s.item === b.s.item && a.s.instanceId !== b.s.instanceId && a.s.at < b.end && b.s.at < a.end) out.push([a.s, b.s]);
+      }
+    }
+    return out;
+  }
+
+  /** Kills every process still running. */
+  async close(): Promise<void> {
+    for (const member of this.members.values()) {
+      if (member.child.exitCode === null && member.child.signalCode === null) {
+        member.child.kill('SIGCONT');
+        member.child.kill('SIGKILL');
+      }
+    }
+    await Promise.all([...this.members.values()].map((m) => m.exited));
+    this.members.clear();
+  }
+}

@@ -1,0 +1,179 @@
+import type { RedisServer } from '../../src/dev/redis-server';
+import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
+import { ProcessCluster, type ExecLine } from '../helpers/process-cluster';
+import { closeServices, startRedis, startZooKeeper, waitFor } from '../helpers/services';
+
+const SESSION_MS = 2_000;
+let zk: ZooKeeperServer;
+let redis: RedisServer;
+let cluster: ProcessCluster;
+
+beforeAll(async () => {
+  [zk, redis] = await Promise.all([startZooKeeper(), startRedis()]);
+});
+afterAll(closeServices);
+beforeEach(() => {
+  cluster = new ProcessCluster({ zk: zk.connectionString, redisUrl: redis.url, sessionTimeoutMs: SESSION_MS });
+});
+afterEach(async () => {
+  await cluster.close();
+});
+
+/** (fire, item) pairs of `job` that completed more than once. */
+function doubleCompletions(job: string): string[] {
+  const counts = new Map<string, number>();
+  for (const l of cluster.execs(job)) {
+    if (l.event !== 'finish' || l.status !== 'completed') continue;
+    const key = `${l.fireTime}|${l.item}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return [...counts].filter(([, n]) => n > 1).map(([k]) => k);
+}
+
+describe('worker loss', () => {
+  it('kill -9 a worker mid-fire: its unfinished items restart on survivors within session timeout + 1 s', async () => {
+    const job = { name: 'fo', cron: '0/4 * * * * ?', shardingTotalCount: 6, failover: true, sleepMs: 3_000 };
+    await Promise.all(['w1', 'w2', 'w3'].map((w) => cluster.start(w, 'worker', [job])));
+    await cluster.start('leader', 'scheduler', []);
+    const fire = await waitFor(
+      () => {
+        const byFire = new Map<number, ExecLine[]>();
+        for (const s of cluster.starts('fo')) byFire.set(s.fireTime, [...(byFire.get(s.fireTime) ?? []), s]);
+        return [...byFire].find(([, list]) => list.length === 6)?.[0];
+      },
+      { timeoutMs: 20_000, message: 'a fire with all 6 items running' },
+    );
+    const victims = cluster.starts('fo').filter((s) => s.fireTime === fire && s.instanceId === 'w2');
+    expect(victims.length).toBe(2);
+    cluster.signal('w2', 'SIGKILL');
+    const killedAt = Date.now();
+
+    const moved = await waitFor(
+      () => {
+        const restarts = cluster.starts('fo').filter((s) => s.fireTime === fire && s.source === 'FAILOVER');
+        return restarts.length >= victims.length ? restarts : undefined;
+      },
+      { timeoutMs: 10_000, message: 'failover starts of every item of the killed worker' },
+    );
+    expect(moved.map((m) => m.item).sort()).toEqual(victims.map((v) => v.item).sort());
+    for (const m of moved) {
+      expect(m.instanceId).not.toBe('w2');
+      expect(m.at - killedAt).toBeLessThanOrEqual(SESSION_MS + 1_000);
+    }
+    await waitFor(() => cluster.execs('fo').filter((l) => l.event === 'finish' && l.source === 'FAILOVER' && l.status === 'completed').length >= 2, {
+      timeoutMs: 10_000,
+      message: 'failover runs completed',
+    });
+    expect(cluster.overlaps('fo')).toEqual([]);
+    expect(doubleCompletions('fo')).toEqual([]);
+    // Every item of the fire completed exactly once somewhere.
+    const completed = cluster.execs('fo').filter((l) => l.event === 'finish' && l.status === 'completed' && l.fireTime === fire);
+    expect(completed.map((c) => c.item).sort()).toEqual([0, 1, 2, 3, 4, 5]);
+  });
+});
+
+describe('worker pause', () => {
+  it('SIGSTOP past the session timeout, then SIGCONT: it aborts its executions and nothing completes twice', async () => {
+    const job = { name: 'paused', cron: '0/4 * * * * ?', shardingTotalCount: 4, failover: true, sleepMs: 3_000 };
+    await Promise.all(['w1', 'w2'].map((w) => cluster.start(w, 'worker', [job])));
+    await cluster.start('leader', 'scheduler', []);
+    const fire = await waitFor(
+      () => {
+        const starts = cluster.starts('paused');
+        const fires = [...new Set(starts.map((s) => s.fireTime))];
+        return fires.find((f) => starts.filter((s) => s.fireTime === f).length === 4);
+      },
+      { timeoutMs: 20_000, message: 'a fire with all 4 items running' },
+    );
+    cluster.signal('w2', 'SIGSTOP');
+    await waitFor(() => cluster.starts('paused').filter((s) => s.fireTime === fire && s.source === 'FAILOVER').length === 2, {
+      timeoutMs: SESSION_MS + 5_000,
+      message: 'the paused worker items failed over',
+    });
+    cluster.signal('w2', 'SIGCONT');
+    // The resumed worker reports how its old executions ended.
+    const ends = await waitFor(
+      () => {
+        const finishes = cluster.execs('paused').filter((l) => l.event === 'finish' && l.instanceId === 'w2' && l.fireTime === fire);
+        return finishes.length === 2 ? finishes : undefined;
+      },
+      { timeoutMs: 10_000, message: 'the resumed worker reports its old executions' },
+    );
+    expect(ends.map((e) => e.status)).toEqual(['aborted', 'aborted']);
+    await waitFor(() => cluster.execs('paused').filter((l) => l.event === 'finish' && l.fireTime === fire && l.status === 'completed').length === 4, {
+      timeoutMs: 10_000,
+      message: 'every item of the fire completed once',
+    });
+    expect(doubleCompletions('paused')).toEqual([]);
+  });
+});
+
+describe('leader loss', () => {
+  it('kill -9 the leader in the middle of a dispatch burst: every item of that fire runs exactly once', async () => {
+    const jobs = Array.from({ length: 100 }, (_, i) => ({ name: `burst-${i}`, cron: '0/2 * * * * ?', shardingTotalCount: 2 }));
+    await Promise.all(['w1', 'w2'].map((w) => cluster.start(w, 'worker', jobs)));
+    await cluster.start('s1', 'scheduler', []);
+    await cluster.start('s2', 'scheduler', []);
+    await waitFor(
+      () => {
+        const counts = new Map<number, number>();
+        for (const st of cluster.starts()) counts.set(st.fireTime, (counts.get(st.fireTime) ?? 0) + 1);
+        return [...counts.values()].some((n) => n === 200);
+      },
+      { timeoutMs: 30_000, message: 'a complete fire of all 100 jobs' },
+    );
+    // Kill s1 a few milliseconds after a nominal fire time, while it writes and enqueues that fire.
+    const boundary = Math.ceil((Date.now() + 500) / 2_000) * 2_000;
+    await new Promise((resolve) => setTimeout(resolve, boundary + 8 - Date.now()));
+    cluster.signal('s1', 'SIGKILL');
+    await waitFor(() => cluster.lines.some((l) => l.kind === 'leader' && l.node === 's2'), { timeoutMs: 10_000, message: 's2 elected' });
+    await waitFor(() => cluster.starts().filter((s) => s.fireTime === boundary).length >= 200, {
+      timeoutMs: 15_000,
+      message: 'all 200 items of the interrupted fire',
+    }).catch((err) => {
+      const fires = cluster.lines.filter((l) => l.kind === 'fire').map((l) => `${l.node}:${l.fireTime}:${l.source}`);
+      const counts: Record<string, number> = {};
+      for (const st of cluster.starts()) counts[`${st.fireTime}:${st.source}`] = (counts[`${st.fireTime}:${st.source}`] ?? 0) + 1;
+      throw new Error(`${(err as Error).message}; boundary ${boundary}; fires ${[...new Set(fires)].slice(-12).join(' ')}; starts ${JSON.stringify(counts)}`);
+    });
+    await waitFor(() => cluster.lines.some((l) => l.kind === 'fire' && l.node === 's2' && (l.fireTime as number) > boundary), {
+      timeoutMs: 10_000,
+      message: 's2 fires on schedule',
+    });
+    const ofFire = cluster.starts().filter((s) => s.fireTime === boundary);
+    const keys = ofFire.map((s) => `${s.job}|${s.item}`);
+    expect(new Set(keys).size).toBe(200);
+    expect(keys.length).toBe(200);
+    const all = cluster.starts().map((s) => `${s.job}|${s.fireTime}|${s.item}`);
+    expect(all.length).toBe(new Set(all).size);
+  });
+
+  it.each([
+    [true, 'each job fires once on takeover'],
+    [false, 'no catch-up fire'],
+  ])('leader down across several fires with misfire %s: %s', async (misfire) => {
+    const job = { name: misfire ? 'catch-up' : 'no-catch-up', cron: '* * * * * ?', shardingTotalCount: 2, misfire };
+    await cluster.start('w1', 'worker', [job]);
+    await cluster.start('s1', 'scheduler', []);
+    await waitFor(() => cluster.starts(job.name).length >= 4, { timeoutMs: 10_000, message: 'fires before the kill' });
+    cluster.signal('s1', 'SIGKILL');
+    const killedAt = Date.now();
+    const lastBefore = Math.max(...cluster.starts(job.name).map((s) => s.fireTime));
+    // Several fires pass with no leader at all (s1's session expires, nobody else is running).
+    await waitFor(() => Date.now() > killedAt + SESSION_MS + 2_500, { timeoutMs: 10_000 });
+    await cluster.start('s2', 'scheduler', []);
+    await waitFor(() => cluster.starts(job.name).some((s) => s.source === 'NORMAL' && s.fireTime > killedAt + SESSION_MS + 2_500), {
+      timeoutMs: 15_000,
+      message: 'normal fires after the takeover',
+    });
+    const catchUp = cluster.starts(job.name).filter((s) => s.source === 'MISFIRE');
+    if (misfire) {
+      expect(catchUp.map((s) => s.item).sort()).toEqual([0, 1]);
+      expect(catchUp[0].fireTime).toBe(lastBefore + 1_000);
+    } else {
+      expect(catchUp).toEqual([]);
+    }
+    const keys = cluster.starts(job.name).map((s) => `${s.fireTime}|${s.item}`);
+    expect(keys.length).toBe(new Set(keys).size);
+  });
+});
