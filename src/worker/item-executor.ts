@@ -6,6 +6,7 @@ import type { Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry-paths';
 import { parseShardingItemParameters } from '../shared/sharding-item-parameters';
 import { ZkError, type ZkClient } from '../shared/zk';
+import { parseCompletedFires, withCompletedFire } from './completed-fires';
 
 /** One line of the execution log: what ran where, for which fire, and how it ended. */
 export interface ExecutionRecord {
@@ -42,7 +43,8 @@ export interface ExecutorContext {
  */
 export class ItemExecutor {
   private readonly localRunning = new Set<string>();
-  private readonly localMisfire = new Set<string>();
+  /** item key -> latest fire time that found it running (monitorExecution off). */
+  private readonly localMisfire = new Map<string, number>();
 
   constructor(private readonly ctx: ExecutorContext) {}
 
@@ -51,28 +53,37 @@ export class ItemExecutor {
     const config = this.ctx.config(request.job);
     if (config.disabled) return this.skipped(request, 'job disabled');
     const key = `${request.job}|${request.item}`;
-    let source = request.source;
+    let current: ExecutionRequest = request;
     let status: ExecutionStatus = 'skipped';
     for (let round = 0; ; round += 1) {
-      if (!(await this.acquire(config, request, key))) {
-        return round === 0 ? this.skipped(request, 'item running elsewhere; misfire recorded') : status;
+      if (!(await this.acquire(config, current, key))) {
+        return round === 0 ? this.skipped(current, 'item running elsewhere; misfire recorded') : status;
       }
-      const marked = request.source === 'FAILOVER' && (await this.markFailover(request));
-      try {
-        status = await this.execute(definition, config, { ...request, source });
-      } finally {
-        await this.release(config, request, key);
-        if (marked) await this.ctx.zk.delete(registryPaths.shardingFailover(request.job, request.item)).catch(() => undefined);
+      const done = config.monitorExecution ? await this.completedFires(current) : undefined;
+      if (done?.list.includes(current.fireTime)) {
+        await this.release(config, current, key);
+        status = this.skipped(current, 'this fire of the item already completed');
+      } else {
+        const marked = current.source === 'FAILOVER' && (await this.markFailover(current));
+        try {
+          status = await this.execute(definition, config, current);
+        } finally {
+          await this.release(config, current, key, status === 'completed' ? done : undefined);
+          if (marked) await this.ctx.zk.delete(registryPaths.shardingFailover(current.job, current.item)).catch(() => undefined);
+        }
       }
-      if (status === 'aborted' || !(await this.takeMisfire(config, request, key))) return status;
-      source = 'MISFIRE';
+      if (status === 'aborted') return status;
+      const missed = await this.takeMisfire(config, current, key);
+      if (missed === undefined) return status;
+      // The re-run stands for the fire that found the item running, under that fire's time.
+      current = { ...current, source: 'MISFIRE', fireTime: missed };
     }
   }
 
   private async acquire(config: JobConfig, request: ExecutionRequest, key: string): Promise<boolean> {
     if (!config.monitorExecution) {
       if (this.localRunning.has(key)) {
-        if (config.misfire) this.localMisfire.add(key);
+        if (config.misfire) this.localMisfire.set(key, Math.max(this.localMisfire.get(key) ?? 0, request.fireTime));
         return false;
       }
       this.localRunning.add(key);
@@ -89,7 +100,7 @@ export class ItemExecutor {
         if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NODE_EXISTS)) throw err;
       }
       if (!config.misfire) return false;
-      await this.ctx.zk.ensurePath(registryPaths.shardingMisfire(request.job, request.item));
+      await this.markMisfire(request);
       if (await this.ctx.zk.exists(running)) return false;
     }
     return false;
@@ -116,26 +127,86 @@ export class ItemExecutor {
     }
   }
 
-  private async release(config: JobConfig, request: ExecutionRequest, key: string): Promise<void> {
+  /** The item's recently completed fire times (read while holding its running node). */
+  private async completedFires(request: ExecutionRequest): Promise<{ list: number[]; version: number }> {
+    try {
+      const { data, stat } = await this.ctx.zk.get(registryPaths.shardingItem(request.job, request.item));
+      return { list: parseCompletedFires(data), version: stat.version };
+    } catch (err) {
+      if (err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE) return { list: [], version: -1 };
+      throw err;
+    }
+  }
+
+  /**
+   * Deletes the running node; after a completion, records the fire in the same multi, so the next
+   * holder can never see the item unlocked without also seeing that this fire is done.
+   */
+  private async release(config: JobConfig, request: ExecutionRequest, key: string, completedFrom?: { list: number[] }): Promise<void> {
     if (!config.monitorExecution) {
       this.localRunning.delete(key);
       return;
     }
-    await this.ctx.zk.delete(registryPaths.shardingRunning(request.job, request.item)).catch((err) => {
+    const running = registryPaths.shardingRunning(request.job, request.item);
+    if (completedFrom) {
+      const list = withCompletedFire(completedFrom.list, request.fireTime);
+      try {
+        await this.ctx.zk.multi().set(registryPaths.shardingItem(request.job, request.item), JSON.stringify(list)).delete(running).commit();
+        return;
+      } catch (err) {
+        this.ctx.log.warn({ err, job: request.job, item: request.item }, 'could not record the completion; releasing the item only');
+      }
+    }
+    await this.ctx.zk.delete(running).catch((err) => {
       // Gone with a lost session is fine; anything else leaves the item blocked until the session ends.
       if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE)) this.ctx.log.warn({ err, job: request.job, item: request.item }, 'could not delete running node');
     });
   }
 
-  /** True (and the mark cleared) when a fire found this item running and asked for one more run. */
-  private async takeMisfire(config: JobConfig, request: ExecutionRequest, key: string): Promise<boolean> {
-    if (!config.misfire) return false;
-    if (!config.monitorExecution) return this.localMisfire.delete(key);
+  /** Records (in `sharding/{i}/misfire`) the latest fire time that found the item running. */
+  private async markMisfire(request: ExecutionRequest): Promise<void> {
+    const path = registryPaths.shardingMisfire(request.job, request.item);
+    for (let attempt = 0; attempt < 5; attempt += 1) {
+      try {
+        const { data, stat } = await this.ctx.zk.get(path);
+        if (Number(data.toString()) >= request.fireTime) return;
+        await this.ctx.zk.set(path, String(request.fireTime), stat.version);
+        return;
+      } catch (err) {
+        if (!(err instanceof ZkError)) throw err;
+        if (err.code === ErrorCodes.ZK_NO_NODE) {
+          await this.ctx.zk.ensurePath(path.slice(0, path.lastIndexOf('/')));
+          await this.ctx.zk.create(path, String(request.fireTime)).catch((e) => {
+            if (!(e instanceof ZkError && e.code === ErrorCodes.ZK_NODE_EXISTS)) throw e;
+          });
+          continue;
+        }
+        if (err.code !== ErrorCodes.ZK_BAD_VERSION && err.code !== ErrorCodes.ZK_NODE_EXISTS) throw err;
+      }
+    }
+  }
+
+  /**
+   * The fire time a misfire asked for (and the mark cleared), or undefined when none. A mark
+   * without a readable time (written by another tool) stands for the current request's fire.
+   */
+  private async takeMisfire(config: JobConfig, request: ExecutionRequest, key: string): Promise<number | undefined> {
+    if (!config.misfire) return undefined;
+    if (!config.monitorExecution) {
+      const fireTime = this.localMisfire.get(key);
+      this.localMisfire.delete(key);
+      return fireTime;
+    }
+    const path = registryPaths.shardingMisfire(request.job, request.item);
     try {
-      await this.ctx.zk.delete(registryPaths.shardingMisfire(request.job, request.item));
-      return true;
+      const { data, stat } = await this.ctx.zk.get(path);
+      await this.ctx.zk.delete(path, stat.version);
+      const fireTime = Number(data.toString());
+      return Number.isSafeInteger(fireTime) && fireTime > 0 ? fireTime : request.fireTime;
     } catch (err) {
-      if (err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE) return false;
+      // Absent: no misfire. Changed meanwhile: a newer fire marked it; the next round takes it.
+      if (err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE) return undefined;
+      if (err instanceof ZkError && err.code === ErrorCodes.ZK_BAD_VERSION) return this.takeMisfire(config, request, key);
       throw err;
     }
   }

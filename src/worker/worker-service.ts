@@ -1,4 +1,4 @@
-import { Worker, type Job } from 'bullmq';
+import { WaitingError, Worker, type Job } from 'bullmq';
 import IORedis, { type Redis } from 'ioredis';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 import { executionRequestSchema } from '../shared/execution-request';
@@ -137,7 +137,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private async startIncarnation(): Promise<void> {
     const incarnation = await this.registration.register();
     await this.consumer?.close(true);
-    this.consumer = new Worker(incarnation.queue, (job) => this.process(job), {
+    this.consumer = new Worker(incarnation.queue, (job, token) => this.process(job, token), {
       connection: this.connection!,
       prefix: QUEUE_PREFIX,
       concurrency: this.options.concurrency,
@@ -154,7 +154,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     await consumer?.close(true).catch((err) => this.log.warn({ err }, 'closing the old consumer failed'));
   }
 
-  private async process(job: Job): Promise<string> {
+  private async process(job: Job, token: string | undefined): Promise<string> {
     const parsed = executionRequestSchema.safeParse(job.data);
     if (!parsed.success) {
       throw new ShardcronError(ErrorCodes.CORRUPT_DATA, `malformed execution request ${job.id}: ${parsed.error.message}`);
@@ -165,6 +165,13 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       throw new ShardcronError(ErrorCodes.INVALID_CONFIG, `this instance has no handler for job ${request.job}`, { job: request.job });
     }
     const status = await this.executor.run(definition, request);
+    if (status === 'aborted') {
+      // Not done: put the request back. If our session survives, we take it again; if it is lost,
+      // the leader moves every waiting request of this queue to a live instance. Either way the
+      // item runs, which a "completed" mark would have prevented.
+      await job.moveToWait(token);
+      throw new WaitingError();
+    }
     // Marks the BullMQ job failed, so the queue's own tools show it; the job's errorHandler already ran.
     if (status === 'failed') throw new ShardcronError(ErrorCodes.EXECUTION_FAILED, `job ${request.job} item ${request.item} failed`, { job: request.job });
     return status;

@@ -32,6 +32,8 @@ interface Member {
   exited: Promise<number | null>;
   /** When it was killed with SIGKILL (its open executions end there). */
   killedAt?: number;
+  /** When it was frozen with SIGSTOP (it runs nothing from then until SIGCONT). */
+  stops: number[];
 }
 
 const FIXTURE = path.join(__dirname, '..', 'fixtures', 'node-process.ts');
@@ -88,7 +90,7 @@ export class ProcessCluster {
     let stderr = '';
     child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    this.members.set(name, { name, child, exited });
+    this.members.set(name, { name, child, exited, stops: [] });
     await waitFor(() => this.lines.some((l) => l.kind === 'ready' && l.pid === child.pid), {
       timeoutMs: 30_000,
       message: `process ${name} ready (stderr: ${stderr})`,
@@ -102,6 +104,7 @@ export class ProcessCluster {
   signal(name: string, signal: NodeJS.Signals): void {
     const member = this.members.get(name)!;
     if (signal === 'SIGKILL') member.killedAt = Date.now();
+    if (signal === 'SIGSTOP') member.stops.push(Date.now());
     member.child.kill(signal);
   }
 
@@ -122,11 +125,26 @@ export class ProcessCluster {
    * never finished ends when its process was killed (or is still running).
    */
   overlaps(job: string): Array<[ExecLine, ExecLine]> {
-    const ends = new Map<string, number>();
-    const key = (l: ExecLine) => `${l.instanceId}|${l.fireTime}|${l.item}|${l.source}`;
-    for (const l of this.execs(job)) if (l.event === 'finish') ends.set(key(l), l.at);
-    const killedAt = (instance: string) => this.members.get(instance)?.killedAt ?? Number.POSITIVE_INFINITY;
-    const runs = this.starts(job).map((s) => ({ s, end: ends.get(key(s)) ?? killedAt(s.instanceId) }));
+    const ends = new Map<string, ExecLine>();
+    const key = (l: ExecLine) => `${l.instanceId}|${l.fireTime}|${l.item}|${l.source}|${l.at}`;
+    const open = new Map<string, ExecLine>();
+    const keyOf = (l: ExecLine) => `${l.instanceId}|${l.fireTime}|${l.item}|${l.source}`;
+    for (const l of this.execs(job)) {
+      if (l.event === 'start') open.set(keyOf(l), l);
+      else if (open.has(keyOf(l))) {
+        ends.set(key(open.get(keyOf(l))!), l);
+        open.delete(keyOf(l));
+      }
+    }
+    const endOf = (s: ExecLine): number => {
+      const member = this.members.get(s.instanceId);
+      const finish = ends.get(key(s));
+      let end = finish?.at ?? member?.killedAt ?? Number.POSITIVE_INFINITY;
+      // An aborted run stopped executing when its process was frozen, whenever it reported.
+      if (finish?.status === 'aborted') for (const stop of member?.stops ?? []) if (stop >= s.at && stop < end) end = stop;
+      return end;
+    };
+    const runs = this.starts(job).map((s) => ({ s, end: endOf(s) }));
     const out: Array<[ExecLine, ExecLine]> = [];
     for (let i = 0; i < runs.length; i += 1) {
       for (let j = i + 1; j < runs.length; j += 1) {
