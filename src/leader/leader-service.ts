@@ -269,9 +269,13 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
         this.log.warn({ jobs: plans.map((p) => p.job) }, 'not the leader any more: fire not dispatched');
         return;
       }
-      // The multi may or may not have landed; treat the fires as missed while suspended.
+      // The multi may or may not have landed; treat the fires as missed while suspended. They are
+      // caught up when leadership resumes, or, if it already has (the write timed out just as the
+      // connection came back), by a retry of our own a moment later.
       this.log.error({ err }, 'could not write the dispatch ledger');
       for (const plan of plans) if (!this.missedWhileSuspended.has(plan.job)) this.missedWhileSuspended.set(plan.job, plan.ledger.fireTime);
+      const retry = setTimeout(() => this.election.isLeader && this.catchUpAfterSuspension(), 1_000);
+      retry.unref();
       return;
     }
     for (const plan of plans) {

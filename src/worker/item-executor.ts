@@ -8,6 +8,12 @@ import { parseShardingItemParameters } from '../shared/sharding-item-parameters'
 import { ZkError, type ZkClient } from '../shared/zk';
 import { parseCompletedFires, withCompletedFire } from './completed-fires';
 
+/** A misfire mark as read: the fire it asks for, and the node version to delete it with. */
+interface MisfireMark {
+  fireTime: number;
+  version: number;
+}
+
 /** One line of the execution log: what ran where, for which fire, and how it ended. */
 export interface ExecutionRecord {
   event: 'start' | 'finish';
@@ -48,42 +54,54 @@ export class ItemExecutor {
 
   constructor(private readonly ctx: ExecutorContext) {}
 
-  /** Executes the request; resolves with the final status of its last run. */
-  async run(definition: ResolvedJobDefinition, request: ExecutionRequest): Promise<ExecutionStatus> {
+  /**
+   * Executes the request; resolves with the final status of its last run, or `deferred` when a
+   * request that must run (a FAILOVER, or one put back after an abort) found the item running: such
+   * a request is work that was assigned and not done, so it waits for the lock and runs under its
+   * own fire time instead of being folded into a misfire that a newer fire could coalesce.
+   */
+  async run(definition: ResolvedJobDefinition, request: ExecutionRequest, options: { mustRun?: boolean } = {}): Promise<ExecutionStatus | 'deferred'> {
     const config = this.ctx.config(request.job);
     if (config.disabled) return this.skipped(request, 'job disabled');
     const key = `${request.job}|${request.item}`;
+    const mustRun = request.source === 'FAILOVER' || options.mustRun === true;
     let current: ExecutionRequest = request;
+    /** The misfire mark the current round stands for; deleted only when that round completes. */
+    let mark: MisfireMark | undefined;
     let status: ExecutionStatus = 'skipped';
     for (let round = 0; ; round += 1) {
-      if (!(await this.acquire(config, current, key))) {
-        return round === 0 ? this.skipped(current, 'item running elsewhere; misfire recorded') : status;
+      if (!(await this.acquire(config, current, key, !mustRun))) {
+        if (round > 0) return status; // the mark stays for whoever holds the item now
+        return mustRun ? 'deferred' : this.skipped(current, 'item running elsewhere; misfire recorded');
       }
       const done = config.monitorExecution ? await this.completedFires(current) : undefined;
       if (done?.list.includes(current.fireTime)) {
-        await this.release(config, current, key);
+        await this.release(config, current, key, undefined, mark);
         status = this.skipped(current, 'this fire of the item already completed');
       } else {
         const marked = current.source === 'FAILOVER' && (await this.markFailover(current));
         try {
           status = await this.execute(definition, config, current);
         } finally {
-          await this.release(config, current, key, status === 'completed' ? done : undefined);
+          const completed = status === 'completed';
+          await this.release(config, current, key, completed ? done : undefined, completed ? mark : undefined);
           if (marked) await this.ctx.zk.delete(registryPaths.shardingFailover(current.job, current.item)).catch(() => undefined);
         }
       }
       if (status === 'aborted') return status;
-      const missed = await this.takeMisfire(config, current, key);
-      if (missed === undefined) return status;
+      const next = await this.peekMisfire(config, current, key);
+      // A mark we could not delete (it changed meanwhile) is taken again only once it is new.
+      if (!next || (mark && next.version === mark.version)) return status;
+      mark = next;
       // The re-run stands for the fire that found the item running, under that fire's time.
-      current = { ...current, source: 'MISFIRE', fireTime: missed };
+      current = { ...current, source: 'MISFIRE', fireTime: next.fireTime };
     }
   }
 
-  private async acquire(config: JobConfig, request: ExecutionRequest, key: string): Promise<boolean> {
+  private async acquire(config: JobConfig, request: ExecutionRequest, key: string, markOnBusy: boolean): Promise<boolean> {
     if (!config.monitorExecution) {
       if (this.localRunning.has(key)) {
-        if (config.misfire) this.localMisfire.set(key, Math.max(this.localMisfire.get(key) ?? 0, request.fireTime));
+        if (config.misfire && markOnBusy) this.localMisfire.set(key, Math.max(this.localMisfire.get(key) ?? 0, request.fireTime));
         return false;
       }
       this.localRunning.add(key);
@@ -99,7 +117,7 @@ export class ItemExecutor {
       } catch (err) {
         if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NODE_EXISTS)) throw err;
       }
-      if (!config.misfire) return false;
+      if (!config.misfire || !markOnBusy) return false;
       await this.markMisfire(request);
       if (await this.ctx.zk.exists(running)) return false;
     }
@@ -139,27 +157,46 @@ export class ItemExecutor {
   }
 
   /**
-   * Deletes the running node; after a completion, records the fire in the same multi, so the next
-   * holder can never see the item unlocked without also seeing that this fire is done.
+   * Deletes the running node. After a completion it also records the fire, and deletes the misfire
+   * mark the run stood for, in the same multi: the next holder can never see the item unlocked
+   * without seeing that this fire is done and its mark consumed.
    */
-  private async release(config: JobConfig, request: ExecutionRequest, key: string, completedFrom?: { list: number[] }): Promise<void> {
+  private async release(
+    config: JobConfig,
+    request: ExecutionRequest,
+    key: string,
+    completedFrom?: { list: number[] },
+    mark?: MisfireMark,
+  ): Promise<void> {
     if (!config.monitorExecution) {
       this.localRunning.delete(key);
       return;
     }
-    const running = registryPaths.shardingRunning(request.job, request.item);
-    if (completedFrom) {
-      const list = withCompletedFire(completedFrom.list, request.fireTime);
+    const { job, item, fireTime } = request;
+    const running = registryPaths.shardingRunning(job, item);
+    // Only our own lock may be released. If our session expired meanwhile, the server removed our
+    // node and another instance may hold the item now: deleting "running" would let a third one in.
+    const stat = await this.ctx.zk.exists(running).catch(() => null);
+    if (!stat || stat.ephemeralOwner !== this.ctx.zk.sessionId) return;
+    for (const withMark of mark ? [true, false] : [false]) {
+      if (!completedFrom && !withMark) break;
+      const tx = this.ctx.zk.multi();
+      if (completedFrom) tx.set(registryPaths.shardingItem(job, item), JSON.stringify(withCompletedFire(completedFrom.list, fireTime)));
+      tx.delete(running, stat.version);
+      if (withMark) tx.delete(registryPaths.shardingMisfire(job, item), mark!.version);
       try {
-        await this.ctx.zk.multi().set(registryPaths.shardingItem(request.job, request.item), JSON.stringify(list)).delete(running).commit();
+        await tx.commit();
         return;
       } catch (err) {
-        this.ctx.log.warn({ err, job: request.job, item: request.item }, 'could not record the completion; releasing the item only');
+        // A newer fire changed the mark: keep it (it is taken next round) and commit the rest.
+        if (withMark && err instanceof ZkError && (err.code === ErrorCodes.ZK_BAD_VERSION || err.code === ErrorCodes.ZK_NO_NODE)) continue;
+        this.ctx.log.warn({ err, job, item }, 'could not record the completion; releasing the item only');
+        break;
       }
     }
-    await this.ctx.zk.delete(running).catch((err) => {
+    await this.ctx.zk.delete(running, stat.version).catch((err) => {
       // Gone with a lost session is fine; anything else leaves the item blocked until the session ends.
-      if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE)) this.ctx.log.warn({ err, job: request.job, item: request.item }, 'could not delete running node');
+      if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE)) this.ctx.log.warn({ err, job, item }, 'could not delete running node');
     });
   }
 
@@ -187,26 +224,23 @@ export class ItemExecutor {
   }
 
   /**
-   * The fire time a misfire asked for (and the mark cleared), or undefined when none. A mark
-   * without a readable time (written by another tool) stands for the current request's fire.
+   * The misfire mark left for this item, if any, without consuming it: it is deleted only together
+   * with the completion of the re-run, so a holder that dies during the re-run leaves it for the
+   * next one. A mark without a readable time (written by another tool) stands for the current fire.
    */
-  private async takeMisfire(config: JobConfig, request: ExecutionRequest, key: string): Promise<number | undefined> {
+  private async peekMisfire(config: JobConfig, request: ExecutionRequest, key: string): Promise<MisfireMark | undefined> {
     if (!config.misfire) return undefined;
     if (!config.monitorExecution) {
       const fireTime = this.localMisfire.get(key);
       this.localMisfire.delete(key);
-      return fireTime;
+      return fireTime === undefined ? undefined : { fireTime, version: -1 };
     }
-    const path = registryPaths.shardingMisfire(request.job, request.item);
     try {
-      const { data, stat } = await this.ctx.zk.get(path);
-      await this.ctx.zk.delete(path, stat.version);
+      const { data, stat } = await this.ctx.zk.get(registryPaths.shardingMisfire(request.job, request.item));
       const fireTime = Number(data.toString());
-      return Number.isSafeInteger(fireTime) && fireTime > 0 ? fireTime : request.fireTime;
+      return { fireTime: Number.isSafeInteger(fireTime) && fireTime > 0 ? fireTime : request.fireTime, version: stat.version };
     } catch (err) {
-      // Absent: no misfire. Changed meanwhile: a newer fire marked it; the next round takes it.
       if (err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE) return undefined;
-      if (err instanceof ZkError && err.code === ErrorCodes.ZK_BAD_VERSION) return this.takeMisfire(config, request, key);
       throw err;
     }
   }

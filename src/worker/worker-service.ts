@@ -1,4 +1,4 @@
-import { WaitingError, Worker, type Job } from 'bullmq';
+import { DelayedError, WaitingError, Worker, type Job } from 'bullmq';
 import IORedis, { type Redis } from 'ioredis';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 import { executionRequestSchema } from '../shared/execution-request';
@@ -11,6 +11,21 @@ import { TypedEmitter } from '../shared/typed-emitter';
 import { NodeCache, type ZkClient } from '../shared/zk';
 import { InstanceRegistration, type Incarnation } from './instance-registration';
 import { ItemExecutor, type ExecutionRecord } from './item-executor';
+
+/** How soon a failed-over request that found its item running tries again. */
+const FAILOVER_RETRY_MS = 200;
+/** How soon a request that met a ZooKeeper outage tries again. */
+const TRANSIENT_RETRY_MS = 500;
+
+const TRANSIENT_ZK_CODES: ReadonlySet<string> = new Set([
+  ErrorCodes.ZK_CONNECTION_LOSS,
+  ErrorCodes.ZK_OPERATION_TIMEOUT,
+  ErrorCodes.ZK_SESSION_EXPIRED,
+]);
+
+function isTransientZkError(err: unknown): boolean {
+  return err instanceof ShardcronError && TRANSIENT_ZK_CODES.has(err.code);
+}
 
 export interface WorkerServiceOptions {
   zk: ZkClient;
@@ -164,7 +179,22 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     if (!definition) {
       throw new ShardcronError(ErrorCodes.INVALID_CONFIG, `this instance has no handler for job ${request.job}`, { job: request.job });
     }
-    const status = await this.executor.run(definition, request);
+    let status: Awaited<ReturnType<ItemExecutor['run']>>;
+    try {
+      // A request we take for the second time was put back after an abort: it must run.
+      status = await this.executor.run(definition, request, { mustRun: (job.attemptsStarted ?? 0) > 1 });
+    } catch (err) {
+      if (!isTransientZkError(err)) throw err;
+      // ZooKeeper is unreachable for now: keep the request rather than fail it. If our session
+      // survives we take it again; if not, the leader moves it with the rest of this queue.
+      this.log.warn({ err, job: request.job, item: request.item }, 'ZooKeeper unavailable; request put back');
+      await job.moveToDelayed(Date.now() + TRANSIENT_RETRY_MS, token);
+      throw new DelayedError();
+    }
+    if (status === 'deferred') {
+      await job.moveToDelayed(Date.now() + FAILOVER_RETRY_MS, token);
+      throw new DelayedError();
+    }
     if (status === 'aborted') {
       // Not done: put the request back. If our session survives, we take it again; if it is lost,
       // the leader moves every waiting request of this queue to a live instance. Either way the

@@ -261,3 +261,37 @@ describe('configuration changes', () => {
     await firesAfter('good', 1, after + 1_000, 2);
   });
 });
+
+describe('jobs at run time', () => {
+  it('a job added by a worker that joins later is picked up, and a job removed from ZooKeeper stops firing', async () => {
+    const first = defineJob({ name: 'first', cron: everySecond, execute: () => undefined });
+    const later = defineJob({ name: 'later', cron: everySecond, execute: () => undefined });
+    await cluster.start({ roles: ['worker'], jobs: [first], instanceId: 'w1' });
+    await cluster.start({ roles: ['scheduler'], instanceId: 'leader' });
+    await firesAfter('first', 1, 0, 1);
+    await cluster.start({ roles: ['worker'], jobs: [later], instanceId: 'w2' });
+    await firesAfter('later', 1, 0, 2);
+
+    const admin = await connectZk(zk.connectionString, { namespace: cluster.namespace });
+    await admin.deleteRecursive('/first');
+    const removedAt = Date.now();
+    await firesAfter('later', 1, removedAt + 1_000, 2);
+    expect(cluster.starts('first').filter((r) => r.fireTime > removedAt + 1_000)).toEqual([]);
+  });
+
+  it('jobs due at the same tick share one ZooKeeper multi', async () => {
+    const jobs = Array.from({ length: 20 }, (_, i) => defineJob({ name: `tick-${i}`, cron: everySecond, execute: () => undefined }));
+    await cluster.start({ roles: ['worker'], jobs, instanceId: 'w1' });
+    const leaderNode = await cluster.start({ roles: ['scheduler'], instanceId: 'leader' });
+    await waitFor(() => jobs.every((j) => cluster.starts(j.name).length > 0), { timeoutMs: 10_000, message: 'every job fired' });
+    const dispatched = new Map<number, number>();
+    leaderNode.leader!.on('fire:dispatched', ({ fireTime }) => dispatched.set(fireTime, (dispatched.get(fireTime) ?? 0) + 1));
+    const multis = jest.spyOn(leaderNode.zk, 'fencedMulti');
+    await waitFor(() => [...dispatched.values()].filter((n) => n === 20).length >= 3, { timeoutMs: 10_000, message: 'three full ticks' });
+    const fullTicks = [...dispatched.values()].filter((n) => n === 20).length;
+    // One fenced multi per tick for all 20 jobs (a partial tick at the edges may add one).
+    expect(multis.mock.calls.length).toBeLessThanOrEqual(dispatched.size + 1);
+    expect(multis.mock.calls.length).toBeGreaterThanOrEqual(fullTicks);
+    multis.mockRestore();
+  });
+});

@@ -1,19 +1,14 @@
-import * as zookeeper from 'node-zookeeper-client';
+import type * as zookeeper from 'node-zookeeper-client';
 import { ErrorCodes, ShardcronError } from '../errors';
 import { silentLogger, type Logger } from '../logger';
 import { TypedEmitter } from '../typed-emitter';
 import { backoffDelayMs, sleep, type BackoffOptions } from './backoff';
-import { isRetryable, namedZkCode, toZkError, ZkError } from './zk-errors';
+import { isRetryable, toZkError, ZkError } from './zk-errors';
 import { ZkMulti, type ZkOp, type ZkOpResult } from './zk-multi';
+import { ZkNamespace } from './zk-namespace';
 import { ZkSession } from './zk-session';
-import {
-  toBuffer,
-  toZkStat,
-  type ZkCreateMode,
-  type ZkData,
-  type ZkStat,
-  type ZkWatcher,
-} from './zk-types';
+import { multiResults, sendTransaction, type RawMultiOutcome } from './zk-transaction';
+import { toBuffer, toZkStat, type ZkCreateMode, type ZkData, type ZkStat, type ZkWatcher } from './zk-types';
 
 /** How to reach ZooKeeper and how hard to try. */
 export interface ZkClientOptions {
@@ -37,6 +32,7 @@ export interface ZkClientOptions {
  */
 export type ZkState = 'idle' | 'connecting' | 'connected' | 'suspended' | 'lost' | 'closed';
 
+/** Events of {@link ZkClient}, one payload object each. */
 export interface ZkClientEvents {
   [event: string]: object;
   state: { from: ZkState; to: ZkState };
@@ -57,23 +53,6 @@ const TRANSITIONS: Readonly<Record<ZkState, readonly ZkState[]>> = {
   closed: [],
 };
 
-const MODES: Readonly<Record<ZkCreateMode, number>> = {
-  persistent: zookeeper.CreateMode.PERSISTENT,
-  ephemeral: zookeeper.CreateMode.EPHEMERAL,
-  persistent_sequential: zookeeper.CreateMode.PERSISTENT_SEQUENTIAL,
-  ephemeral_sequential: zookeeper.CreateMode.EPHEMERAL_SEQUENTIAL,
-};
-
-/**
- * node-zookeeper-client's Transaction does `version = version || -1`, turning an expected
- * version of 0 into "any version". A fencing check on a never-modified node (version 0) would then
- * always pass. We let the library validate the op, then put the real version back.
- */
-function pinVersion(tx: zookeeper.Transaction, version: number): void {
-  const ops = (tx as unknown as { ops: Array<{ version: number }> }).ops;
-  ops[ops.length - 1].version = version;
-}
-
 /**
  * A promise API over node-zookeeper-client that survives its failures: it reconnects with
  * exponential backoff, tells owners about every state change, and replaces an expired session with
@@ -89,18 +68,13 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   private renewing: Promise<void> | undefined;
   private readonly closeController = new AbortController();
   private readonly log: Logger;
-  private readonly root: string;
-  private readonly acls: zookeeper.ACL[];
+  private readonly ns: ZkNamespace;
 
   constructor(readonly options: ZkClientOptions) {
     const log = (options.logger ?? silentLogger).child({ component: 'zk', ns: options.namespace });
     super(log);
     this.log = log;
-    this.root = `/${options.namespace}`;
-    // Creator-only ACL with a digest, as ElasticJob does: a client without the credentials can
-    // neither read nor write the namespace. The typings omit the ACL constants, hence the cast.
-    const constants = zookeeper.ACL as unknown as Record<'CREATOR_ALL_ACL' | 'OPEN_ACL_UNSAFE', zookeeper.ACL[]>;
-    this.acls = options.digest ? constants.CREATOR_ALL_ACL : constants.OPEN_ACL_UNSAFE;
+    this.ns = new ZkNamespace(options.namespace, Boolean(options.digest), log);
   }
 
   get state(): ZkState {
@@ -112,7 +86,6 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
     return this.current?.sessionId ?? '0';
   }
 
-  /** The timeout the server granted, which may differ from the one asked for. */
   /**
    * The earliest moment the server could expire our session: the send time of the last request it
    * answered plus the session timeout (it cannot have heard from us before we sent). Owners of
@@ -123,6 +96,7 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
     return this.lastAnsweredSendAt + this.negotiatedSessionTimeoutMs;
   }
 
+  /** The timeout the server granted, which may differ from the one asked for. */
   get negotiatedSessionTimeoutMs(): number {
     return this.current?.negotiatedTimeoutMs ?? this.options.sessionTimeoutMs;
   }
@@ -162,15 +136,15 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
     const created = await this.run(
       'create',
       path,
-      (raw, cb) => raw.create(this.abs(path), toBuffer(data) ?? Buffer.alloc(0), this.acls, MODES[mode], cb),
+      (raw, cb) => raw.create(this.ns.abs(path), toBuffer(data) ?? Buffer.alloc(0), this.ns.acls, this.ns.mode(mode), cb),
       retry,
     );
-    return this.rel(created as string);
+    return this.ns.rel(created as string);
   }
 
   /** Creates `path` and any missing parents (persistent, empty); existing nodes are left alone. */
   async ensurePath(path: string): Promise<void> {
-    await this.run('ensurePath', path, (raw, cb) => raw.mkdirp(this.abs(path), Buffer.alloc(0), this.acls, MODES.persistent, cb));
+    await this.run('ensurePath', path, (raw, cb) => raw.mkdirp(this.ns.abs(path), Buffer.alloc(0), this.ns.acls, this.ns.mode('persistent'), cb));
   }
 
   /** Data and stat of a node; throws ZK_NO_NODE when absent. An optional one-shot watcher. */
@@ -178,8 +152,8 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
     return this.run('get', path, (raw, cb) => {
       const done = (err: Error | zookeeper.Exception | null, data: Buffer, stat: zookeeper.Stat) =>
         cb(err, err ? undefined : { data: data ?? Buffer.alloc(0), stat: toZkStat(stat) });
-      if (watcher) raw.getData(this.abs(path), this.wrapWatcher(watcher), done);
-      else raw.getData(this.abs(path), done);
+      if (watcher) raw.getData(this.ns.abs(path), this.ns.watcher(watcher), done);
+      else raw.getData(this.ns.abs(path), done);
     });
   }
 
@@ -196,13 +170,13 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   /** Sets data; `version` -1 means any version. Returns the new stat. */
   async set(path: string, data: ZkData, version = -1): Promise<ZkStat> {
     return this.run('set', path, (raw, cb) =>
-      raw.setData(this.abs(path), toBuffer(data) ?? Buffer.alloc(0), version, (err, stat) => cb(err, err ? undefined : toZkStat(stat))),
+      raw.setData(this.ns.abs(path), toBuffer(data) ?? Buffer.alloc(0), version, (err, stat) => cb(err, err ? undefined : toZkStat(stat))),
     );
   }
 
   /** Deletes a leaf node; `version` -1 means any version. */
   async delete(path: string, version = -1): Promise<void> {
-    await this.run('delete', path, (raw, cb) => raw.remove(this.abs(path), version, cb));
+    await this.run('delete', path, (raw, cb) => raw.remove(this.ns.abs(path), version, cb));
   }
 
   /** Deletes a node and everything under it; a missing node is not an error. */
@@ -226,8 +200,8 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   async children(path: string, watcher?: ZkWatcher): Promise<string[]> {
     return this.run('children', path, (raw, cb) => {
       const done = (err: Error | zookeeper.Exception | null, kids: string[]) => cb(err, err ? undefined : kids);
-      if (watcher) raw.getChildren(this.abs(path), this.wrapWatcher(watcher), done);
-      else raw.getChildren(this.abs(path), done);
+      if (watcher) raw.getChildren(this.ns.abs(path), this.ns.watcher(watcher), done);
+      else raw.getChildren(this.ns.abs(path), done);
     });
   }
 
@@ -235,8 +209,8 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   async exists(path: string, watcher?: ZkWatcher): Promise<ZkStat | null> {
     return this.run('exists', path, (raw, cb) => {
       const done = (err: Error | zookeeper.Exception | null, stat: zookeeper.Stat) => cb(err, err ? undefined : stat ? toZkStat(stat) : null);
-      if (watcher) raw.exists(this.abs(path), this.wrapWatcher(watcher), done);
-      else raw.exists(this.abs(path), done);
+      if (watcher) raw.exists(this.ns.abs(path), this.ns.watcher(watcher), done);
+      else raw.exists(this.ns.abs(path), done);
     });
   }
 
@@ -258,35 +232,8 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   private async commit(ops: readonly ZkOp[], fenced: boolean): Promise<ZkOpResult[]> {
     if (ops.length === 0) return [];
     // A multi is not idempotent (creates, sequential nodes): never retried here.
-    const results = await this.run(
-      'multi',
-      undefined,
-      (raw, cb) => {
-        const tx = raw.transaction();
-        for (const op of ops) {
-          const p = this.abs(op.path);
-          if (op.type === 'check') tx.check(p, op.version);
-          else if (op.type === 'create') tx.create(p, toBuffer(op.data) ?? Buffer.alloc(0), this.acls, MODES[op.mode]);
-          else if (op.type === 'set') tx.setData(p, toBuffer(op.data) ?? Buffer.alloc(0), op.version);
-          else tx.remove(p, op.version);
-          if (op.type !== 'create') pinVersion(tx, op.version);
-        }
-        tx.commit((err, res) => cb(err && !Array.isArray(res) ? err : null, { err, res }));
-      },
-      false,
-    );
-    const raw = results as { err: unknown; res?: Array<{ type: number; err?: number; path?: string }> };
-    const failedAt = raw.res?.findIndex((r) => typeof r.err === 'number' && r.err !== 0) ?? -1;
-    if (raw.err || failedAt >= 0) {
-      const zkCode = failedAt >= 0 ? raw.res![failedAt].err! : -1;
-      const op = failedAt >= 0 ? ops[failedAt] : undefined;
-      if (fenced && failedAt === 0) {
-        throw new ZkError(ErrorCodes.ZK_FENCE_LOST, zkCode, 'multi', op?.path, { opIndex: 0, cause: namedZkCode(zkCode) });
-      }
-      if (failedAt < 0) throw toZkError(raw.err, 'multi');
-      throw new ZkError(namedZkCode(zkCode), zkCode, `multi op #${failedAt} (${op?.type})`, op?.path, { opIndex: failedAt });
-    }
-    return ops.map((op, i) => ({ type: op.type, path: raw.res?.[i]?.path ? this.rel(raw.res[i].path!) : undefined }));
+    const outcome = await this.run<RawMultiOutcome>('multi', undefined, (raw, cb) => sendTransaction(raw, this.ns, ops, cb), false);
+    return multiResults(outcome, ops, fenced, this.ns);
   }
 
   /**
@@ -350,7 +297,7 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
       });
       try {
         await session.open(this.options.connectTimeoutMs);
-        await session.mkdirp(this.root, this.acls);
+        await session.mkdirp(this.ns.root, this.ns.acls);
         return session;
       } catch (err) {
         lastError = err;
@@ -419,35 +366,6 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
     this.stateValue = to;
     this.log.info({ from, to, sessionId: this.sessionId }, 'ZooKeeper connection state');
     this.emit('state', { from, to });
-  }
-
-  private wrapWatcher(watcher: ZkWatcher): (event: zookeeper.Event) => void {
-    return (event) => {
-      const type = event.getType();
-      const kind =
-        type === zookeeper.Event.NODE_CREATED ? 'created'
-        : type === zookeeper.Event.NODE_DELETED ? 'deleted'
-        : type === zookeeper.Event.NODE_DATA_CHANGED ? 'dataChanged'
-        : type === zookeeper.Event.NODE_CHILDREN_CHANGED ? 'childrenChanged'
-        : 'other';
-      try {
-        watcher({ type: kind, path: this.rel(event.getPath()) });
-      } catch (err) {
-        this.log.error({ err }, 'ZooKeeper watcher threw; ignored');
-      }
-    };
-  }
-
-  private abs(path: string): string {
-    if (!path.startsWith('/')) {
-      throw new ShardcronError(ErrorCodes.ZK_BAD_ARGUMENTS, `ZooKeeper path must start with '/': ${JSON.stringify(path)}`);
-    }
-    return path === '/' ? this.root : this.root + path;
-  }
-
-  private rel(path: string): string {
-    if (path === this.root) return '/';
-    return path.startsWith(this.root + '/') ? path.slice(this.root.length) : path;
   }
 
   private noteContact(sentAt: number): void {

@@ -1,0 +1,71 @@
+import * as zookeeper from 'node-zookeeper-client';
+import { ErrorCodes, ShardcronError } from '../errors';
+import type { Logger } from '../logger';
+import type { ZkCreateMode, ZkWatcher } from './zk-types';
+
+const MODES: Readonly<Record<ZkCreateMode, number>> = {
+  persistent: zookeeper.CreateMode.PERSISTENT,
+  ephemeral: zookeeper.CreateMode.EPHEMERAL,
+  persistent_sequential: zookeeper.CreateMode.PERSISTENT_SEQUENTIAL,
+  ephemeral_sequential: zookeeper.CreateMode.EPHEMERAL_SEQUENTIAL,
+};
+
+/**
+ * The chroot a {@link ZkClient} works in, and the translation between its namespace-relative API
+ * and node-zookeeper-client's requests: absolute paths, the ACL every node gets, numeric create
+ * modes and raw watch events.
+ */
+export class ZkNamespace {
+  /** Absolute path of the namespace root, `/{namespace}`. */
+  readonly root: string;
+  /** The ACL every node of the namespace is created with. */
+  readonly acls: zookeeper.ACL[];
+
+  constructor(namespace: string, withDigest: boolean, private readonly log: Logger) {
+    this.root = `/${namespace}`;
+    // Creator-only ACL with a digest, as ElasticJob does: a client without the credentials can
+    // neither read nor write the namespace. The typings omit the ACL constants, hence the cast.
+    const constants = zookeeper.ACL as unknown as Record<'CREATOR_ALL_ACL' | 'OPEN_ACL_UNSAFE', zookeeper.ACL[]>;
+    this.acls = withDigest ? constants.CREATOR_ALL_ACL : constants.OPEN_ACL_UNSAFE;
+  }
+
+  /** The absolute path of a namespace-relative one; throws ZK_BAD_ARGUMENTS unless it starts with '/'. */
+  abs(path: string): string {
+    if (!path.startsWith('/')) {
+      throw new ShardcronError(ErrorCodes.ZK_BAD_ARGUMENTS, `ZooKeeper path must start with '/': ${JSON.stringify(path)}`);
+    }
+    return path === '/' ? this.root : this.root + path;
+  }
+
+  /** The namespace-relative path of an absolute one; a path outside the namespace is returned as is. */
+  rel(path: string): string {
+    if (path === this.root) return '/';
+    return path.startsWith(this.root + '/') ? path.slice(this.root.length) : path;
+  }
+
+  /** node-zookeeper-client's number for a creation mode. */
+  mode(mode: ZkCreateMode): number {
+    return MODES[mode];
+  }
+
+  /**
+   * A raw watcher that hands `watcher` a named event with a relative path. A watcher that throws
+   * is logged and ignored: the exception would otherwise surface in the client's event loop.
+   */
+  watcher(watcher: ZkWatcher): (event: zookeeper.Event) => void {
+    return (event) => {
+      const type = event.getType();
+      const kind =
+        type === zookeeper.Event.NODE_CREATED ? 'created'
+        : type === zookeeper.Event.NODE_DELETED ? 'deleted'
+        : type === zookeeper.Event.NODE_DATA_CHANGED ? 'dataChanged'
+        : type === zookeeper.Event.NODE_CHILDREN_CHANGED ? 'childrenChanged'
+        : 'other';
+      try {
+        watcher({ type: kind, path: this.rel(event.getPath()) });
+      } catch (err) {
+        this.log.error({ err }, 'ZooKeeper watcher threw; ignored');
+      }
+    };
+  }
+}
