@@ -1,6 +1,8 @@
 import { executionRequestSchema, type ExecutionRequest } from '../shared/execution-request';
 import { failoverIntentCodec, type FailoverIntent } from '../shared/fire-ledger';
+import type { Redis } from 'ioredis';
 import type { Logger } from '../shared/logger';
+import { QUEUE_PREFIX } from '../shared/queue-names';
 import { registryPaths } from '../shared/registry-paths';
 import type { ZkClient } from '../shared/zk';
 import type { JobState } from './fire-dispatcher';
@@ -178,4 +180,20 @@ export class FailoverCoordinator {
     const first = [...live][0];
     return first ? { id: first[0], queue: first[1] } : undefined;
   }
+}
+
+/**
+ * This namespace's queues in Redis that no live instance owns: instances that died while no leader
+ * was watching. Queue names are `{namespace}.{instanceId}.{session}`; the instance id is recovered
+ * from the name (it may contain dots, the session id never does).
+ */
+export async function findOrphanedQueues(redis: Redis, namespace: string, liveQueues: ReadonlySet<string>): Promise<Array<{ from: string; queue: string }>> {
+  const found = new Set<string>();
+  const stream = redis.scanStream({ match: `${QUEUE_PREFIX}:${namespace}.*:meta`, count: 500 });
+  for await (const keys of stream as AsyncIterable<string[]>) {
+    for (const key of keys) found.add(key.slice(QUEUE_PREFIX.length + 1, -':meta'.length));
+  }
+  return [...found]
+    .filter((queue) => !liveQueues.has(queue))
+    .map((queue) => ({ from: queue.slice(namespace.length + 1, queue.lastIndexOf('.')), queue }));
 }

@@ -8,13 +8,12 @@ import { silentLogger, type Logger } from '../shared/logger';
 import { isValidJobName, registryPaths } from '../shared/registry-paths';
 import { TypedEmitter } from '../shared/typed-emitter';
 import { ChildrenCache, type ZkClient } from '../shared/zk';
-import { FailoverCoordinator, type MissedItem, type MoveReason } from './failover';
+import { FailoverCoordinator, findOrphanedQueues, type MissedItem, type MoveReason } from './failover';
 import { FireDispatcher, type FirePlan, type JobState, type SkipReason } from './fire-dispatcher';
 import { FireTimer, systemClock, type Clock, type DueJob } from './fire-timer';
 import { JobView } from './job-view';
 import { LeaderElection } from './leader-election';
 import { QueuePool, REQUEST_RETENTION_MS } from './queue-pool';
-import { QUEUE_PREFIX } from '../shared/queue-names';
 
 export interface LeaderServiceOptions {
   zk: ZkClient;
@@ -328,25 +327,12 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       .catch((err) => this.log.error({ err, queue, from }, 'failover of a queue failed'));
   }
 
-  /**
-   * Queues of instances that died while no leader was watching (or between our election and our
-   * caches loading) are found in Redis and handled like any lost instance.
-   */
+  /** Queues of instances that died while no leader watched are handled like any lost instance. */
   private async sweepOrphanedQueues(): Promise<void> {
-    const ns = this.options.zk.options.namespace;
     const live = new Set<string>();
     for (const state of this.jobs.values()) for (const i of state.view.liveInstances()) live.add(i.info.queue);
-    const prefix = `${QUEUE_PREFIX}:${ns}.`;
-    const found = new Set<string>();
-    const stream = this.options.redis.scanStream({ match: `${prefix}*:meta`, count: 500 });
-    for await (const keys of stream as AsyncIterable<string[]>) {
-      for (const key of keys) found.add(key.slice(QUEUE_PREFIX.length + 1, -':meta'.length));
-    }
-    for (const queue of found) {
-      if (live.has(queue)) continue;
-      const from = queue.slice(ns.length + 1, queue.lastIndexOf('.'));
-      this.scheduleMove(from, queue, 'lost');
-    }
+    const orphans = await findOrphanedQueues(this.options.redis, this.options.zk.options.namespace, live);
+    for (const { from, queue } of orphans) this.scheduleMove(from, queue, 'lost');
   }
 
   // ---- takeover ---------------------------------------------------------------------------
