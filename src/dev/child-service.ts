@@ -141,6 +141,9 @@ export class ChildService {
 
   constructor(private readonly spec: ChildServiceSpec) {}
 
+  /** The service's name (`zookeeper`, `redis`), for messages. */
+  get name(): string { return this.spec.name; }
+
   /** Process id while the child runs. */
   get pid(): number | undefined { return this.child?.pid; }
 

@@ -1,5 +1,6 @@
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 import { silentLogger, type Logger } from '../shared/logger';
+import { LocalServer } from './local-server';
 import { ChildService, findExecutable, makeTempDir, tcpExchange } from './child-service';
 import { getFreePort, LOOPBACK } from './free-port';
 
@@ -43,15 +44,10 @@ async function answersPing(port: number): Promise<boolean> {
  * A throwaway redis-server on 127.0.0.1, without persistence (`--save "" --appendonly no`): data does
  * not survive {@link stop}, {@link kill} or {@link restart}. For tests and `shardcron dev`.
  */
-export class RedisServer {
-  private closing: Promise<void> | undefined;
-
-  private constructor(
-    /** TCP port. */
-    readonly port: number,
-    private readonly child: ChildService,
-    private readonly removeTemp: () => void,
-  ) {}
+export class RedisServer extends LocalServer {
+  private constructor(port: number, child: ChildService, removeTemp: () => void) {
+    super(port, child, removeTemp);
+  }
 
   /** Starts a server and resolves once it answers PING. */
   static async start(options: RedisServerOptions = {}): Promise<RedisServer> {
@@ -69,45 +65,9 @@ export class RedisServer {
       startTimeoutMs: options.startTimeoutMs ?? 15_000,
       stopGraceMs: 3_000,
     });
-    const server = new RedisServer(port, child, temp.remove);
-    try {
-      await child.start();
-    } catch (err) {
-      await server.close();
-      throw err;
-    }
-    return server;
+    return new RedisServer(port, child, temp.remove).boot();
   }
 
   /** `redis://127.0.0.1:PORT`, for ioredis and BullMQ. */
   get url(): string { return `redis://${LOOPBACK}:${this.port}`; }
-
-  /** Process id while the server runs. */
-  get pid(): number | undefined { return this.child.pid; }
-
-  /** True while the process runs (it may not answer yet, or be SIGSTOPped). */
-  get running(): boolean { return this.child.running; }
-
-  /** Fault injection: SIGTERM, SIGKILL after 3 s. Keeps the port; the data is gone. */
-  stop(): Promise<void> { return this.child.stop(); }
-
-  /** Fault injection: SIGKILL now. Keeps the port; the data is gone. */
-  kill(): Promise<void> { return this.child.kill(); }
-
-  /** Stops the server if it runs, starts an empty one on the same port, and waits until it answers. */
-  async restart(): Promise<void> {
-    if (this.closing) throw new ShardcronError(ErrorCodes.CLOSED, `redis on port ${this.port} is closed`);
-    await this.child.stop();
-    await this.child.start();
-  }
-
-  /** Stops the server and removes its temp dir; idempotent. */
-  close(): Promise<void> { return (this.closing ??= this.doClose()); }
-
-  /** Same as {@link close}, for `await using`. */
-  [Symbol.asyncDispose](): Promise<void> { return this.close(); }
-
-  private async doClose(): Promise<void> {
-    try { await this.child.stop(); } finally { this.removeTemp(); }
-  }
 }

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 import { silentLogger, type Logger } from '../shared/logger';
+import { LocalServer } from './local-server';
 import { ChildService, findExecutable, makeTempDir, tcpExchange } from './child-service';
 import { getFreePort, getFreePorts, LOOPBACK } from './free-port';
 
@@ -128,15 +129,10 @@ export interface ZooKeeperServerOptions extends ZooKeeperTimingOptions {
 }
 
 /** A standalone ZooKeeper server (ZooKeeperServerMain) on 127.0.0.1, for tests and `shardcron dev`. */
-export class ZooKeeperServer {
-  private closing: Promise<void> | undefined;
-
-  private constructor(
-    /** Client port. */
-    readonly port: number,
-    private readonly child: ChildService,
-    private readonly removeTemp: () => void,
-  ) {}
+export class ZooKeeperServer extends LocalServer {
+  private constructor(port: number, child: ChildService, removeTemp: () => void) {
+    super(port, child, removeTemp);
+  }
 
   /** Starts a server and resolves once it answers `ruok` with `imok`. */
   static async start(options: ZooKeeperServerOptions = {}): Promise<ZooKeeperServer> {
@@ -153,47 +149,11 @@ export class ZooKeeperServer {
       isReady: async () => (await tcpExchange(port, 'ruok').catch(() => '')) === 'imok',
       startTimeoutMs: options.startTimeoutMs ?? 30_000,
     });
-    const server = new ZooKeeperServer(port, child, temp.remove);
-    try {
-      await child.start();
-    } catch (err) {
-      await server.close();
-      throw err;
-    }
-    return server;
+    return new ZooKeeperServer(port, child, temp.remove).boot();
   }
 
   /** `127.0.0.1:PORT`, for node-zookeeper-client. */
   get connectionString(): string { return `${LOOPBACK}:${this.port}`; }
-
-  /** Process id of the JVM while it runs. */
-  get pid(): number | undefined { return this.child.pid; }
-
-  /** True while the JVM runs (it may not answer yet, or be SIGSTOPped). */
-  get running(): boolean { return this.child.running; }
-
-  /** Fault injection: SIGTERM, SIGKILL after 5 s. Keeps port and data for {@link restart}. */
-  stop(): Promise<void> { return this.child.stop(); }
-
-  /** Fault injection: SIGKILL now. Keeps port and data. */
-  kill(): Promise<void> { return this.child.kill(); }
-
-  /** Stops the server if it runs, starts it again on the same port and data dir, and waits until it answers. */
-  async restart(): Promise<void> {
-    if (this.closing) throw new ShardcronError(ErrorCodes.CLOSED, `zookeeper on port ${this.port} is closed`);
-    await this.child.stop();
-    await this.child.start();
-  }
-
-  /** Stops the server and removes its temp dirs; idempotent. */
-  close(): Promise<void> { return (this.closing ??= this.doClose()); }
-
-  /** Same as {@link close}, for `await using`. */
-  [Symbol.asyncDispose](): Promise<void> { return this.close(); }
-
-  private async doClose(): Promise<void> {
-    try { await this.child.stop(); } finally { this.removeTemp(); }
-  }
 }
 
 /** One member of a {@link ZooKeeperEnsemble}. */

@@ -4,6 +4,7 @@ import { jsonCodec } from '../shared/codec';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 import { silentLogger, type Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry-paths';
+import { CoalescingRunner } from '../shared/coalescing-runner';
 import { TypedEmitter } from '../shared/typed-emitter';
 import { ZkError, type ZkClient } from '../shared/zk';
 
@@ -49,8 +50,12 @@ export class LeaderElection extends TypedEmitter<LeaderElectionEvents> {
   private stateValue: LeadershipState = 'idle';
   private candidate: { path: string; epoch: number } | undefined;
   private readonly token = randomUUID();
-  private evaluating: Promise<void> | undefined;
-  private again = false;
+  /** Re-examinations of the candidate list, serialized (flow 2 must never run twice at once). */
+  private readonly evaluations = new CoalescingRunner(
+    () => this.evaluateOnce(),
+    // Connection trouble: a reconnect or a new session calls evaluate again.
+    (err) => this.log.warn({ err }, 'leader election step failed; waiting for the connection'),
+  );
   private closing: Promise<void> | undefined;
   private readonly unsubscribe: Array<() => void> = [];
   private readonly log: Logger;
@@ -119,26 +124,9 @@ export class LeaderElection extends TypedEmitter<LeaderElectionEvents> {
     if (wasLeading) this.emit('leader:lost', { epoch, reason: 'session-lost' });
   }
 
-  /** Re-examines the candidate list; serialized, a request during a run schedules one more run. */
   private evaluate(): Promise<void> {
     if (this.closing || this.stateValue === 'closed') return Promise.resolve();
-    if (this.evaluating) {
-      this.again = true;
-      return this.evaluating;
-    }
-    this.evaluating = (async () => {
-      do {
-        this.again = false;
-        try {
-          await this.evaluateOnce();
-        } catch (err) {
-          if (this.closing) return;
-          // Connection trouble: a reconnect or a new session calls evaluate again.
-          this.log.warn({ err }, 'leader election step failed; waiting for the connection');
-        }
-      } while (this.again && !this.closing);
-    })().finally(() => (this.evaluating = undefined));
-    return this.evaluating;
+    return this.evaluations.request();
   }
 
   private async evaluateOnce(): Promise<void> {
@@ -153,7 +141,7 @@ export class LeaderElection extends TypedEmitter<LeaderElectionEvents> {
         this.emit('leader:lost', { epoch: this.candidate?.epoch ?? 0, reason: 'candidate-gone' });
       }
       await this.createCandidate();
-      this.again = true;
+      this.evaluations.again();
       return;
     }
     const index = names.indexOf(mine);
@@ -170,7 +158,7 @@ export class LeaderElection extends TypedEmitter<LeaderElectionEvents> {
     const stat = await this.zk.exists(predecessor, (event) => {
       if (event.type === 'deleted') void this.evaluate();
     });
-    if (!stat) this.again = true;
+    if (!stat) this.evaluations.again();
   }
 
   private async createCandidate(): Promise<void> {
@@ -228,7 +216,7 @@ export class LeaderElection extends TypedEmitter<LeaderElectionEvents> {
     const wasLeading = this.stateValue === 'leader' || this.stateValue === 'suspended';
     const epoch = this.candidate?.epoch ?? 0;
     for (const off of this.unsubscribe.splice(0)) off();
-    await this.evaluating?.catch(() => undefined);
+    await this.evaluations.stop();
     this.transition('closed');
     if (wasLeading) this.emit('leader:lost', { epoch, reason: 'closed' });
     // Deleting our candidate lets the next candidate take over now, not one session timeout later.

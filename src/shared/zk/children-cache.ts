@@ -1,5 +1,6 @@
 import { ErrorCodes } from '../errors';
 import type { Logger } from '../logger';
+import { CoalescingRunner } from '../coalescing-runner';
 import { TypedEmitter } from '../typed-emitter';
 import type { ZkClient } from './zk-client';
 import { ZkError } from './zk-errors';
@@ -42,8 +43,14 @@ export class ChildrenCache<T = undefined> extends TypedEmitter<ChildrenCacheEven
   private readonly entries = new Map<string, ChildEntry<T>>();
   private readonly staleData = new Set<string>();
   private generation = 0;
-  private running: Promise<void> | undefined;
-  private again = false;
+  private readonly reloads = new CoalescingRunner(
+    () => this.loadOnce(),
+    (error) => {
+      // Connection trouble: the reconnect or renew handler will resync us.
+      this.emitterLogger.warn({ err: error, path: this.options.path }, 'children cache reload failed');
+      this.emit('error', { error });
+    },
+  );
   private fullReload = false;
   private closed = false;
   private readonly unsubscribe: Array<() => void> = [];
@@ -79,14 +86,14 @@ export class ChildrenCache<T = undefined> extends TypedEmitter<ChildrenCacheEven
 
   /** Resolves once any reload in progress (and those it scheduled) has finished. */
   async settled(): Promise<void> {
-    while (this.running) await this.running;
+    await this.reloads.settled();
   }
 
   async close(): Promise<void> {
     this.closed = true;
     this.generation += 1;
     for (const off of this.unsubscribe.splice(0)) off();
-    await this.running?.catch(() => undefined);
+    await this.reloads.stop();
     this.removeAllListeners();
   }
 
@@ -101,25 +108,7 @@ export class ChildrenCache<T = undefined> extends TypedEmitter<ChildrenCacheEven
   }
 
   private reload(): Promise<void> {
-    if (this.closed) return Promise.resolve();
-    if (this.running) {
-      this.again = true;
-      return this.running;
-    }
-    this.running = (async () => {
-      do {
-        this.again = false;
-        try {
-          await this.loadOnce();
-        } catch (error) {
-          if (this.closed) return;
-          // Connection trouble: the reconnect or renew handler will resync us.
-          this.emitterLogger.warn({ err: error, path: this.options.path }, 'children cache reload failed');
-          this.emit('error', { error });
-        }
-      } while (this.again && !this.closed);
-    })().finally(() => (this.running = undefined));
-    return this.running;
+    return this.closed ? Promise.resolve() : this.reloads.request();
   }
 
   private watcher(): (e: ZkWatchEvent) => void {
@@ -147,7 +136,7 @@ export class ChildrenCache<T = undefined> extends TypedEmitter<ChildrenCacheEven
     } catch (err) {
       if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE)) throw err;
       // Parent absent: watch for its creation; if it appeared meanwhile, go round again.
-      if (await this.zk.exists(this.options.path, this.watcher())) this.again = true;
+      if (await this.zk.exists(this.options.path, this.watcher())) this.reloads.again();
       names = [];
     }
     if (this.closed) return;

@@ -1,5 +1,6 @@
 import { ErrorCodes } from '../errors';
 import type { Logger } from '../logger';
+import { CoalescingRunner } from '../coalescing-runner';
 import { TypedEmitter } from '../typed-emitter';
 import type { ZkClient } from './zk-client';
 import { ZkError } from './zk-errors';
@@ -28,8 +29,13 @@ export interface NodeCacheEvents<T> {
 export class NodeCache<T> extends TypedEmitter<NodeCacheEvents<T>> {
   private valueState: { value: T | undefined; stat: ZkStat } | undefined;
   private generation = 0;
-  private running: Promise<void> | undefined;
-  private again = false;
+  private readonly reloads = new CoalescingRunner(
+    () => this.readOnce(),
+    (error) => {
+      this.emitterLogger.warn({ err: error, path: this.options.path }, 'node cache reload failed');
+      this.emit('error', { error });
+    },
+  );
   private closed = false;
   private readonly unsubscribe: Array<() => void> = [];
 
@@ -64,36 +70,19 @@ export class NodeCache<T> extends TypedEmitter<NodeCacheEvents<T>> {
   }
 
   async settled(): Promise<void> {
-    while (this.running) await this.running;
+    await this.reloads.settled();
   }
 
   async close(): Promise<void> {
     this.closed = true;
     this.generation += 1;
     for (const off of this.unsubscribe.splice(0)) off();
-    await this.running?.catch(() => undefined);
+    await this.reloads.stop();
     this.removeAllListeners();
   }
 
   private reload(): Promise<void> {
-    if (this.closed) return Promise.resolve();
-    if (this.running) {
-      this.again = true;
-      return this.running;
-    }
-    this.running = (async () => {
-      do {
-        this.again = false;
-        try {
-          await this.readOnce();
-        } catch (error) {
-          if (this.closed) return;
-          this.emitterLogger.warn({ err: error, path: this.options.path }, 'node cache reload failed');
-          this.emit('error', { error });
-        }
-      } while (this.again && !this.closed);
-    })().finally(() => (this.running = undefined));
-    return this.running;
+    return this.closed ? Promise.resolve() : this.reloads.request();
   }
 
   private async readOnce(): Promise<void> {
@@ -106,7 +95,7 @@ export class NodeCache<T> extends TypedEmitter<NodeCacheEvents<T>> {
       read = await this.zk.get(this.options.path, watcher);
     } catch (err) {
       if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE)) throw err;
-      if (await this.zk.exists(this.options.path, watcher)) this.again = true;
+      if (await this.zk.exists(this.options.path, watcher)) this.reloads.again();
     }
     if (this.closed) return;
     if (!read) {
