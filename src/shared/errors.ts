@@ -21,6 +21,8 @@ export const ErrorCodes = {
   NOT_OWNER: 'SHARDCRON_NOT_OWNER',
   /** A job handler threw or rejected (its errorHandler has run). */
   EXECUTION_FAILED: 'SHARDCRON_EXECUTION_FAILED',
+  /** This host's clock differs from ZooKeeper's by more than a job's maxTimeDiffSeconds. */
+  CLOCK_SKEW: 'SHARDCRON_CLOCK_SKEW',
   /** A required local binary (ZooKeeper, redis-server, java) is missing. */
   MISSING_DEPENDENCY: 'SHARDCRON_MISSING_DEPENDENCY',
   /** A local service did not start or answer in time. */

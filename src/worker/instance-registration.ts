@@ -7,6 +7,7 @@ import type { Logger } from '../shared/logger';
 import { instanceQueueName } from '../shared/queue-names';
 import { registryPaths } from '../shared/registry-paths';
 import { ZkError, type ZkClient } from '../shared/zk';
+import { assertClockSkew, measureClockSkewMs } from './clock-check';
 
 /** shardcron's version, written into instance nodes so a mixed fleet can be told apart. */
 export const SHARDCRON_VERSION: string = (require('../../package.json') as { version: string }).version;
@@ -51,6 +52,7 @@ export class InstanceRegistration {
     if (this.current && this.current.sessionId !== sessionId) this.previousSessions.add(this.current.sessionId);
     const queue = instanceQueueName(this.options.namespace, this.options.instanceId, sessionId);
     for (const job of this.options.jobs) await this.writeJob(job);
+    await this.checkClock();
     const info = this.info(queue);
     await Promise.all(this.options.jobs.map((job) => this.createInstanceNode(job.name, info)));
     this.current = { sessionId, queue };
@@ -78,6 +80,16 @@ export class InstanceRegistration {
     if (!this.current || this.zk.state !== 'connected') return;
     await Promise.allSettled(this.options.jobs.map((job) => this.zk.delete(registryPaths.jobInstance(job.name, this.options.instanceId))));
     this.current = undefined;
+  }
+
+  /** Refuses to register when the clock is off by more than a job's maxTimeDiffSeconds. */
+  private async checkClock(): Promise<void> {
+    if (!this.options.jobs.some((j) => j.maxTimeDiffSeconds > 0)) return;
+    const probe = `${registryPaths.clusterRoot()}/clock`;
+    await this.zk.ensurePath(probe);
+    const skewMs = await measureClockSkewMs(this.zk, probe);
+    this.options.log.info({ skewMs }, 'clock compared with ZooKeeper');
+    assertClockSkew(this.options.jobs, skewMs);
   }
 
   private info(queue: string): InstanceInfo {

@@ -295,3 +295,20 @@ describe('jobs at run time', () => {
     multis.mockRestore();
   });
 });
+
+describe('clock check', () => {
+  it('a worker whose clock is off by more than maxTimeDiffSeconds refuses to start, naming the job', async () => {
+    const job = defineJob({ name: 'strict-clock', cron: everySecond, maxTimeDiffSeconds: 5, execute: () => undefined });
+    const realNow = Date.now.bind(Date);
+    const skewed = jest.spyOn(Date, 'now').mockImplementation(() => realNow() + 30_000);
+    try {
+      await expect(cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'skewed' })).rejects.toMatchObject({
+        code: 'SHARDCRON_CLOCK_SKEW',
+        message: expect.stringContaining('strict-clock'),
+      });
+    } finally {
+      skewed.mockRestore();
+    }
+    await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'in-sync' });
+  });
+});
