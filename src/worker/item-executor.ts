@@ -90,8 +90,9 @@ export class ItemExecutor {
       }
       if (status === 'aborted') return status;
       const next = await this.peekMisfire(config, current, key);
-      // A mark we could not delete (it changed meanwhile) is taken again only once it is new.
-      if (!next || (mark && next.version === mark.version)) return status;
+      // The same mark again means we could not delete it: stop rather than loop (the next holder
+      // takes it). A re-created mark is new even at version 0: it carries another fire time.
+      if (!next || (mark && next.version === mark.version && next.fireTime === mark.fireTime)) return status;
       mark = next;
       // The re-run stands for the fire that found the item running, under that fire's time.
       current = { ...current, source: 'MISFIRE', fireTime: next.fireTime };
