@@ -1,4 +1,5 @@
-import IORedis, { type Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { createRedisConnection } from './shared/redis-connection';
 import { LeaderService } from './leader/leader-service';
 import { loadEnvConfig, type Role, type ShardcronEnvConfig } from './shared/env-config';
 import type { ResolvedJobDefinition } from './shared/job-definition';
@@ -96,7 +97,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
 
     let leader: LeaderService | undefined;
     if (roles.includes('scheduler')) {
-      const redis: Redis = new IORedis(redisUrl, { maxRetriesPerRequest: null });
+      const redis: Redis = createRedisConnection(redisUrl);
       cleanups.push(() => redis.quit());
       leader = new LeaderService({ zk, redis, instanceId, logger: log });
       cleanups.push(() => leader!.close());

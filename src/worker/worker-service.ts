@@ -1,5 +1,6 @@
 import { DelayedError, WaitingError, Worker, type Job } from 'bullmq';
-import IORedis, { type Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { createRedisConnection } from '../shared/redis-connection';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 import { executionRequestSchema } from '../shared/execution-request';
 import { jobConfigCodec, type JobConfig } from '../shared/job-config';
@@ -101,7 +102,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       const path = registryPaths.jobConfig(job.name);
       this.configCaches.set(job.name, new NodeCache(zk, { path, decode: (d) => jobConfigCodec.decode(d, path), logger: this.log }));
     }
-    this.connection = new IORedis(this.options.redisUrl, { maxRetriesPerRequest: null });
+    this.connection = createRedisConnection(this.options.redisUrl);
     this.unsubscribe.push(
       zk.on('suspended', () => void this.consumer?.pause(true)),
       zk.on('reconnected', () => !this.fencedOut && this.consumer?.resume()),
