@@ -1,0 +1,189 @@
+/** Targets (met / missed and by how much) and the markdown tables of a bench run. */
+import type { FailoverResult } from '../scenarios/failover';
+import type { FloorResult } from '../scenarios/floor';
+import type { LatencyCaseResult } from '../scenarios/latency';
+import type { LeaderFailoverRun } from '../scenarios/leader-failover';
+import type { ScaleResult } from '../scenarios/scale';
+import type { ThroughputResult } from '../scenarios/throughput';
+import type { MachineInfo } from './services';
+import { fmt, triple } from './stats';
+
+export interface BenchResults {
+  mode: string;
+  machine: MachineInfo;
+  startedAt: string;
+  durationS: number;
+  scenarios: {
+    floor?: FloorResult;
+    latency?: LatencyCaseResult[];
+    throughput?: ThroughputResult;
+    failover?: FailoverResult;
+    leaderFailover?: LeaderFailoverRun[];
+    scale?: ScaleResult[];
+  };
+  /** Per scenario: wall time and the machine's 1-minute load average before and after (the box may be shared). */
+  runs: Record<string, { seconds: number; loadBefore: number; loadAfter: number; error?: string }>;
+  targets: Target[];
+}
+
+export interface Target {
+  name: string;
+  bound: string;
+  measured: string;
+  met: boolean | undefined;
+  /** How far from the bound: "+12.3 ms (2.1x the bound)" or "within, 40% headroom". */
+  margin: string;
+}
+
+function check(name: string, value: number | undefined, bound: number | undefined, unit: string, boundText?: string, lowerIsBetter = true): Target {
+  if (value === undefined || bound === undefined || !Number.isFinite(value) || !Number.isFinite(bound)) {
+    return { name, bound: boundText ?? (bound === undefined ? 'n/a' : `${fmt(bound)} ${unit}`), measured: value === undefined ? 'not measured' : `${fmt(value)} ${unit}`, met: undefined, margin: 'n/a' };
+  }
+  const met = lowerIsBetter ? value <= bound : value >= bound;
+  const ratio = bound === 0 ? Number.POSITIVE_INFINITY : value / bound;
+  const diff = Math.abs(value - bound);
+  const margin = met
+    ? `met with ${fmt(diff)} ${unit} to spare`
+    : `missed by ${fmt(diff)} ${unit} (${fmt(lowerIsBetter ? ratio : 1 / ratio, 2)}x the bound)`;
+  return { name, bound: boundText ?? `${lowerIsBetter ? '<=' : '>='} ${fmt(bound)} ${unit}`, measured: `${fmt(value)} ${unit}`, met, margin };
+}
+
+export function evaluateTargets(s: BenchResults['scenarios']): Target[] {
+  const out: Target[] = [];
+  const light = s.latency?.find((c) => c.name === 'light: 10 jobs x 10 items');
+  out.push(check('Light load (10 jobs x 10 items) fire-to-start p99', light?.shardcron.latency.p99, 10, 'ms'));
+  const burst = s.latency?.find((c) => c.name === 'burst: 1,000 jobs x 1 item');
+  const raw1 = s.throughput?.runs.find((r) => r.system === 'bullmq' && r.workers === 1)?.perSecond;
+  const burstBound = raw1 ? 1.5 * ((1000 * 1000) / raw1) + 10 : undefined;
+  out.push(check('Burst (1,000 jobs same second) p99 vs raw BullMQ drain time', burst?.shardcron.latency.p99, burstBound, 'ms',
+    burstBound ? `<= 1.5 x 1000/${fmt(raw1)} s + 10 ms = ${fmt(burstBound)} ms` : undefined));
+  const peerP99 = burst?.bullmq?.latency.p99;
+  out.push(check('Burst p99 >= 3x better than BullMQ Job Schedulers', burst?.shardcron.latency.p99, peerP99 === undefined ? undefined : peerP99 / 3, 'ms',
+    peerP99 === undefined ? undefined : `<= ${fmt(peerP99)} / 3 = ${fmt(peerP99 / 3)} ms`));
+  for (const workers of [1, 2, 4]) {
+    const raw = s.throughput?.runs.find((r) => r.system === 'bullmq' && r.workers === workers)?.perSecond;
+    const ours = s.throughput?.runs.find((r) => r.system === 'shardcron' && r.workers === workers && r.monitorExecution === false)?.perSecond;
+    out.push(check(`No-op throughput, ${workers} worker process(es), monitorExecution off`, ours, raw === undefined ? undefined : 0.8 * raw, 'items/s',
+      raw === undefined ? undefined : `>= 80% of raw BullMQ ${fmt(raw)} = ${fmt(0.8 * raw)} items/s`, false));
+  }
+  for (const run of s.failover?.shardcron ?? []) {
+    out.push(check(`Worker failover, session timeout ${run.sessionTimeoutMs / 1000} s (slowest item)`, run.maxMs, run.sessionTimeoutMs + 1000, 'ms'));
+  }
+  const scale = s.scale?.[s.scale.length - 1];
+  const scaleName = scale ? `${scale.jobs.toLocaleString('en-US')} jobs` : 'scale';
+  out.push(check(`${scaleName}: leader RSS (max over the window)`, scale?.leaderRssMb.max, 300, 'MB'));
+  out.push(check(`${scaleName}: ZooKeeper writes per job per fire`, scale?.zkWritesPerJobPerFire, 1, 'writes'));
+  const offRounds = (s.throughput?.runs ?? []).filter((r) => r.system === 'shardcron' && r.monitorExecution === false).flatMap((r) => r.rounds);
+  const perItem = offRounds.length && s.throughput
+    ? Math.max(...offRounds.map((r) => ((r.zkWriteOps ?? 0) - s.throughput!.jobs) / r.items))
+    : undefined;
+  out.push(check('monitorExecution off: ZooKeeper writes per item (beyond one ledger per job)', perItem, 0, 'writes/item',
+    `0 (${s.throughput?.jobs ?? 100} jobs x ${s.throughput?.itemsPerJob ?? 100} items per fire)`));
+  return out;
+}
+
+const row = (cells: unknown[]) => `| ${cells.map((c) => String(c)).join(' | ')} |`;
+const table = (head: string[], rows: unknown[][]) => [row(head), row(head.map(() => '---')), ...rows.map(row)].join('\n');
+const pair = (x: { p50: number; p99: number; n: number } | undefined) => (x && x.n > 0 ? `${fmt(x.p50)} / ${fmt(x.p99)} ms` : 'n/a');
+const mark = (met: boolean | undefined) => (met === undefined ? 'n/a' : met ? 'met' : '**missed**');
+
+export function renderMarkdown(r: BenchResults): string {
+  const m = r.machine;
+  const s = r.scenarios;
+  const out: string[] = [
+    `# shardcron benchmarks (${r.mode})`,
+    '',
+    `${m.date}: ${m.cpus} x ${m.cpuModel}, ${m.memGiB} GiB, ${m.os}; Node ${m.node}, ZooKeeper ${m.zookeeper}, Redis ${m.redis}, BullMQ ${m.bullmq}. Run took ${fmt(r.durationS)} s.`,
+    '',
+    `Code: commit ${m.git?.commit ?? 'unknown'}${m.git?.dirtySrc.length ? ` plus uncommitted changes in ${m.git.dirtySrc.join(', ')}` : ''}.`,
+    '',
+    '## Targets',
+    '',
+    table(['target', 'bound', 'measured', 'result', 'margin'], r.targets.map((t) => [t.name, t.bound, t.measured, mark(t.met), t.margin])),
+  ];
+  if (s.latency) {
+    out.push('', '## 1. Fire-to-start latency (handler start - nominal fire time; p50 / p99 / max)', '');
+    const rows: unknown[][] = [];
+    for (const c of s.latency) {
+      rows.push([c.name, 'shardcron', c.shardcron.latency.n, triple(c.shardcron.latency), triple(c.shardcron.firstStart), c.shardcron.missing, triple(c.shardcron.dispatchLag)]);
+      if (c.bullmq) rows.push([c.name, `BullMQ Job Schedulers (${c.jobs * c.items})`, c.bullmq.latency.n, triple(c.bullmq.latency), triple(c.bullmq.firstStart), c.bullmq.missing, '']);
+    }
+    out.push(table(['case', 'system', 'starts', 'latency (all starts)', 'first start of each fire', 'missing', 'leader dispatch lag'], rows));
+    out.push('', 'Where the time goes (cumulative from the nominal fire time, p50 / p99; from the BullMQ jobs\' `timestamp` and `processedOn`):', '');
+    const stageRows: unknown[][] = [];
+    for (const c of s.latency) {
+      const sc = c.shardcron.stages;
+      stageRows.push([c.name, 'shardcron', pair(sc?.enqueueBegins), pair(sc?.pickedUp), pair(c.shardcron.latency)]);
+      if (c.bullmq) stageRows.push([c.name, 'BullMQ Job Schedulers', 'n/a (created a second earlier)', pair(c.bullmq.stages?.pickedUp), pair(c.bullmq.latency)]);
+    }
+    out.push(table(['case', 'system', 'leader begins the enqueue', 'worker picks the job up', 'handler starts'], stageRows));
+  }
+  if (s.throughput) {
+    const t = s.throughput;
+    out.push('', `## 2. Throughput (${t.jobs} jobs x ${t.itemsPerJob} items, one fire; first start to last finish; median of rounds)`, '');
+    const rows = [1, 2, 4].map((w) => {
+      const raw = t.runs.find((x) => x.system === 'bullmq' && x.workers === w);
+      const off = t.runs.find((x) => x.system === 'shardcron' && x.workers === w && !x.monitorExecution);
+      const on = t.runs.find((x) => x.system === 'shardcron' && x.workers === w && x.monitorExecution);
+      const ratio = (x: typeof off) => (x && raw ? `${fmt((100 * x.perSecond) / raw.perSecond)}%` : 'n/a');
+      return [w, fmt(raw?.perSecond), fmt(off?.perSecond), ratio(off), on ? fmt(on.perSecond) : 'not run', on ? ratio(on) : '',
+        off?.rounds[0]?.zkWriteOps ?? 'n/a', off ? `+${fmt(off.warmup.firstStartMs)} ms (${fmt(off.warmup.zkWriteOps)} ZK writes)` : 'n/a'];
+    });
+    out.push(table(['workers', 'raw BullMQ items/s', 'shardcron items/s (monitorExecution off)', 'ratio', 'shardcron items/s (on, default)', 'ratio',
+      'ZK writes per fire (off)', 'first fire after the workers joined (reshard): first start'], rows));
+    out.push('', 'CPU time per item, median round (µs; utime + stime of the processes; the BullMQ producer is the bench runner itself, an upper bound):', '');
+    const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    const cpuRow = (x: (typeof t.runs)[number]) => {
+      const m = (k: 'workers' | 'leader' | 'redis' | 'zookeeper') => {
+        const v = x.rounds.map((r) => r.cpuUsPerItem?.[k]).filter((n): n is number => n !== undefined);
+        return v.length ? fmt(med(v)) : 'n/a';
+      };
+      const label = x.system === 'bullmq' ? 'raw BullMQ' : `shardcron, monitorExecution ${x.monitorExecution ? 'on' : 'off'}`;
+      return [x.workers, label, m('workers'), m('leader'), m('redis'), m('zookeeper')];
+    };
+    out.push(table(['workers', 'system', 'worker processes', 'leader (BullMQ: producer)', 'Redis', 'ZooKeeper'], t.runs.map(cpuRow)));
+  }
+  if (s.failover) {
+    out.push('', '## 3. Worker failover (kill -9 a worker running items; FAILOVER start - kill time)', '');
+    out.push(table(['session timeout', 'items', 'restarted after (ms)', 'slowest', 'leader re-dispatched at'],
+      s.failover.shardcron.map((f) => [`${f.sessionTimeoutMs / 1000} s`, f.items.join(', '), f.restartMs.map((x) => fmt(x)).join(', '), `${fmt(f.maxMs)} ms`, `${fmt(f.movedMs)} ms`])));
+    out.push('', `BullMQ stalled-job recovery, default settings (kill -9 the worker running a job; other worker starts it): ${s.failover.bullmq.map((b) => `${fmt(b.recoveryMs)} ms`).join(', ')}.`);
+  }
+  if (s.leaderFailover) {
+    out.push('', '## 4. Leader failover (kill -9 the leader; 10 jobs x 2 items every second, misfire on)', '');
+    out.push(table(['session timeout', 'standby elected', 'first dispatch (source)', 'fires missed per job', 'MISFIRE runs per job', 'missed fires run as NORMAL'],
+      s.leaderFailover.map((l) => [`${l.sessionTimeoutMs / 1000} s`, `${fmt(l.electedMs)} ms`, `${fmt(l.firstDispatchMs)} ms (${l.firstDispatchSource})`, l.firesMissedPerJob, l.misfireRunsPerJob, l.normalRunsOfMissedFires])));
+  }
+  if (s.scale?.length) {
+    const cs = s.scale;
+    out.push('', `## 5. Scale (N jobs x 1 item every second, monitorExecution off, one leader, ${cs[0].workers} workers of concurrency ${cs[0].concurrency})`, '');
+    const metric = (name: string, f: (c: ScaleResult) => string) => [name, ...cs.map(f)];
+    out.push(table(['metric', ...cs.map((c) => `${c.jobs.toLocaleString('en-US')} jobs`)], [
+      metric('worker registration (both workers, all jobs)', (c) => `${fmt(c.registrationMs)} ms`),
+      metric('leader load (ready to elected, all job views)', (c) => `${fmt(c.leaderLoadMs)} ms`),
+      metric('first fire after takeover, dispatch lag', (c) => `${fmt(c.firstFireDispatchMs)} ms`),
+      metric('leader RSS start / max / end', (c) => `${fmt(c.leaderRssMb.start)} / ${fmt(c.leaderRssMb.max)} / ${fmt(c.leaderRssMb.end)} MB`),
+      metric('leader live heap after full GC', (c) => `${fmt(c.leaderLiveHeapMb)} MB`),
+      metric('leader CPU', (c) => `${fmt(c.leaderCpuPerSecond, 3)} s per s`),
+      metric('job-fires dispatched per second', (c) => `${fmt(c.dispatchedPerSecond)} (needed ${fmt(c.jobs)})`),
+      metric('ZooKeeper write ops per job per fire', (c) => fmt(c.zkWritesPerJobPerFire, 3)),
+      metric('ZooKeeper transactions per job per fire', (c) => fmt(c.zkTxnsPerDispatchedJobFire, 4)),
+      metric('leader begins the enqueue (after timer, plan, ledger multis) p50 / p99', (c) => pair(c.stages?.enqueueBegins)),
+      metric('leader dispatch lag (enqueue done) p50 / p99 / max', (c) => triple(c.dispatchLag)),
+      metric('worker picks the request up p50 / p99', (c) => pair(c.stages?.pickedUp)),
+      metric('fire-to-start latency p50 / p99 / max', (c) => triple(c.window.latency)),
+      metric('starts missing after the drain', (c) => `${fmt(c.window.missing)} of ${fmt(c.window.expected)}`),
+    ]));
+  }
+  if (s.floor) {
+    const f = s.floor;
+    out.push('', `## 6. Floor (${f.samples} sequential requests each; p50 / p99 / max)`, '');
+    out.push(table(['operation', 'latency'], [
+      ['ZooKeeper setData', triple(f.zkSetData)], ['ZooKeeper multi (1 setData)', triple(f.zkMulti1)],
+      ['ZooKeeper fenced multi (check + setData)', triple(f.zkFencedMulti)], ['ZooKeeper getData', triple(f.zkGetData)], ['Redis PING', triple(f.redisPing)],
+    ]));
+  }
+  out.push('', '## Runs', '', table(['scenario', 'seconds', 'load avg before / after', 'error'],
+    Object.entries(r.runs).map(([k, v]) => [k, fmt(v.seconds), `${fmt(v.loadBefore, 2)} / ${fmt(v.loadAfter, 2)}`, v.error ?? ''])));
+  return `${out.join('\n')}\n`;
+}

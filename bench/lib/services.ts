@@ -1,0 +1,156 @@
+/** Servers, ZooKeeper counters, process CPU/RSS and machine facts for the benchmarks. */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import { tcpExchange } from '../../src/dev/child-service';
+import { RedisServer } from '../../src/dev/redis-server';
+import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
+import { jobConfigCodec } from '../../src/shared/job-config';
+import { registryPaths } from '../../src/shared/registry-paths';
+import { ZkClient } from '../../src/shared/zk';
+
+export interface Services {
+  zk: ZooKeeperServer;
+  redis: RedisServer;
+  close(): Promise<void>;
+}
+
+/** A fresh ZooKeeper (given tick) and Redis on free loopback ports. */
+export async function startServices(tickTimeMs: number): Promise<Services> {
+  const [zk, redis] = await Promise.all([ZooKeeperServer.start({ tickTimeMs }), RedisServer.start()]);
+  return { zk, redis, close: async () => void (await Promise.allSettled([zk.close(), redis.close()])) };
+}
+
+export interface ZkCounters {
+  /** Last committed zxid: +1 per write transaction (a multi is one). */
+  zxid: number;
+  /** Individual write ops (create/set/delete, also inside multis) under /{namespace}, from `mntr`. */
+  writeOps: number;
+  at: number;
+}
+
+/** Reads the zxid (`srvr`) and the per-namespace write counter (`mntr` zk_cnt_{ns}_write_per_namespace). */
+export async function zkCounters(port: number, namespace: string): Promise<ZkCounters> {
+  const [srvr, mntr] = await Promise.all([tcpExchange(port, 'srvr', { timeoutMs: 5_000 }), tcpExchange(port, 'mntr', { timeoutMs: 5_000 })]);
+  const zxid = Number.parseInt(/Zxid: 0x([0-9a-f]+)/i.exec(srvr)?.[1] ?? '0', 16);
+  const escaped = namespace.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const writeOps = Number(new RegExp(`^zk_cnt_${escaped}_write_per_namespace\\s+(\\d+)`, 'm').exec(mntr)?.[1] ?? 0);
+  return { zxid, writeOps, at: Date.now() };
+}
+
+export interface ProcSample {
+  /** utime + stime, seconds. */
+  cpuSeconds: number;
+  rssMb: number;
+  at: number;
+}
+
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** CPU time and RSS of a process from /proc (Linux). */
+export function procSample(pid: number): ProcSample {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // fields[0] is field 3 (state); utime is field 14, stime field 15.
+  const cpuSeconds = (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+  return { cpuSeconds, rssMb: rssKb / 1024, at: Date.now() };
+}
+
+/** A ZooKeeper client for the bench itself (config edits, floor measurements). */
+export function benchZkClient(connectionString: string, namespace: string): Promise<ZkClient> {
+  return new ZkClient({
+    connectionString,
+    namespace,
+    sessionTimeoutMs: 10_000,
+    connectTimeoutMs: 10_000,
+    retry: { baseSleepMs: 100, maxSleepMs: 1_000, maxRetries: 5 },
+  }).start();
+}
+
+/** Quartz cron that fires once a day at the UTC second of `at` (the next fire is `at` itself). */
+export function cronAt(at: number): string {
+  const d = new Date(at);
+  return `${d.getUTCSeconds()} ${d.getUTCMinutes()} ${d.getUTCHours()} * * ?`;
+}
+
+/** Rewrites the cron of stored job configs, as an operator would; leader and workers watch them. */
+export async function setCron(zk: ZkClient, jobs: readonly string[], cron: string): Promise<void> {
+  await Promise.all(
+    jobs.map(async (job) => {
+      const path = registryPaths.jobConfig(job);
+      const { data } = await zk.get(path);
+      await zk.set(path, jobConfigCodec.encode({ ...jobConfigCodec.decode(data, path), cron }));
+    }),
+  );
+}
+
+/** Picks a fire time at least `leadMs` from now, on a whole second. */
+export function nextWholeSecond(leadMs: number): number {
+  return Math.ceil((Date.now() + leadMs) / 1000) * 1000;
+}
+
+export interface MachineInfo {
+  date: string;
+  cpus: number;
+  cpuModel: string;
+  memGiB: number;
+  os: string;
+  node: string;
+  zookeeper: string;
+  redis: string;
+  bullmq: string;
+  /** HEAD commit and the src/ files with uncommitted changes when the run started (other work may be in flight). */
+  git: { commit: string; dirtySrc: string[] };
+}
+
+function gitState(): MachineInfo['git'] {
+  const run = (args: string[]) => {
+    try {
+      return execFileSync('git', args, { cwd: `${__dirname}/../..`, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    } catch {
+      return '';
+    }
+  };
+  return { commit: run(['rev-parse', '--short', 'HEAD']) || 'unknown', dirtySrc: run(['status', '--porcelain', '--', 'src']).split('\n').filter(Boolean).map((l) => l.slice(3)) };
+}
+
+export async function machineInfo(services?: Services): Promise<MachineInfo> {
+  let zookeeper = 'unknown';
+  let redis = 'unknown';
+  if (services) {
+    // Right after start the server may answer "not currently serving requests"; ask again.
+    for (let attempt = 0; attempt < 10 && zookeeper === 'unknown'; attempt += 1) {
+      const reply = await tcpExchange(services.zk.port, 'srvr', { timeoutMs: 5_000 }).catch(() => '');
+      zookeeper = /Zookeeper version: ([^,-]+)/.exec(reply)?.[1] ?? zookeeper;
+      if (zookeeper === 'unknown') await new Promise((resolve) => setTimeout(resolve, 300));
+    }
+    const info = await tcpExchange(services.redis.port, 'INFO server\r\nQUIT\r\n', { until: (t) => t.includes('+OK') }).catch(() => '');
+    redis = /redis_version:(\S+)/.exec(info)?.[1] ?? redis;
+  }
+  let osName = `${os.type()} ${os.release()}`;
+  try {
+    osName = /PRETTY_NAME="([^"]+)"/.exec(fs.readFileSync('/etc/os-release', 'utf8'))?.[1] ?? osName;
+  } catch {
+    // not Linux
+  }
+  const bullmq = (require('bullmq/package.json') as { version: string }).version;
+  return {
+    date: new Date().toISOString(),
+    cpus: os.cpus().length,
+    cpuModel: os.cpus()[0]?.model ?? 'unknown',
+    memGiB: Math.round(os.totalmem() / 2 ** 30),
+    os: osName,
+    node: process.version,
+    zookeeper,
+    redis,
+    bullmq,
+    git: gitState(),
+  };
+}

@@ -1,0 +1,192 @@
+/**
+ * Scenario 2, throughput: no-op items per second from the first start to the last finish of one
+ * big fire (jobs x items, all due on the same second) over W worker processes, versus raw BullMQ
+ * (one addBulk of the same number of jobs, same job options, W worker processes, same concurrency).
+ * Both systems run side by side on the same Redis and their rounds alternate, so a change in the
+ * machine's background load hits both alike.
+ */
+import { Queue } from 'bullmq';
+import IORedis from 'ioredis';
+import type { BenchContext } from '../lib/context';
+import { sleepUntil } from '../lib/measure';
+import { jobNames, mergeReports, ProcessGroup, spawnBullmq, spawnShardcron, type BenchProcess } from '../lib/procs';
+import { benchZkClient, cronAt, nextWholeSecond, procSample, setCron, startServices, zkCounters, type Services } from '../lib/services';
+import { round, sleep, waitUntil } from '../lib/stats';
+
+export interface ThroughputRound {
+  items: number;
+  /** items / (last finish - first start), per second. */
+  perSecond: number;
+  /** First start / last finish after the nominal fire time (shardcron) or the addBulk call (BullMQ), ms. */
+  firstStartMs: number;
+  lastFinishMs: number;
+  addBulkMs?: number;
+  zkWriteOps?: number;
+  zkTxns?: number;
+  /** CPU time (utime + stime from /proc) per item during the round, microseconds: less noisy than wall time on a shared box. */
+  cpuUsPerItem: { workers: number; leader?: number; redis: number; zookeeper?: number };
+}
+
+export interface ThroughputRun {
+  system: 'shardcron' | 'bullmq';
+  workers: number;
+  monitorExecution?: boolean;
+  concurrency: number;
+  /** The unmeasured warm-up round; for shardcron the first fire after the workers joined (a reshard). */
+  warmup: ThroughputRound;
+  rounds: ThroughputRound[];
+  /** Median of the rounds' perSecond. */
+  perSecond: number;
+}
+
+export interface ThroughputResult {
+  jobs: number;
+  itemsPerJob: number;
+  runs: ThroughputRun[];
+}
+
+interface Contender {
+  run: Omit<ThroughputRun, 'warmup' | 'rounds' | 'perSecond'>;
+  round(): Promise<ThroughputRound>;
+  close(): Promise<void>;
+}
+
+const CONCURRENCY = 100;
+const JOBS = 100;
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const perSecond = (count: number, spanMs: number) => Math.round((count * 1000) / Math.max(spanMs, 1));
+
+let ITEMS = 100;
+
+/** CPU seconds of each pid now; call the result after the round for microseconds per item. */
+function cpuMeter(pids: Record<string, number[]>): (items: number) => Record<string, number> {
+  const read = () => Object.fromEntries(Object.entries(pids).map(([k, list]) => [k, list.reduce((t, pid) => t + procSample(pid).cpuSeconds, 0)]));
+  const before = read();
+  return (items) => {
+    const after = read();
+    return Object.fromEntries(Object.keys(pids).map((k) => [k, Math.round(((after[k] - before[k]) * 1e6) / Math.max(items, 1))]));
+  };
+}
+
+async function waitFinished(procs: readonly BenchProcess[], from: number, total: number) {
+  return waitUntil(async () => {
+    const r = mergeReports(await Promise.all(procs.map((p) => p.report(from, from + 1))));
+    return r.finished >= total ? r : undefined;
+  }, 180_000, `${total} items finished`, 100);
+}
+
+async function shardcron(ctx: BenchContext, services: Services, workers: number, monitorExecution: boolean): Promise<Contender> {
+  const group = new ProcessGroup();
+  const namespace = ctx.unique('tp');
+  const base = { zk: services.zk.connectionString, redisUrl: services.redis.url, namespace };
+  const spec = [{ prefix: 'tp', count: JOBS, items: ITEMS, monitorExecution, cron: cronAt(Date.now() + 12 * 3600_000) }];
+  const zk = await benchZkClient(services.zk.connectionString, namespace);
+  const procs = await Promise.all(
+    Array.from({ length: workers }, (_, i) => spawnShardcron(group, { ...base, instanceId: `worker-${i + 1}`, roles: 'worker', concurrency: CONCURRENCY, jobs: spec }, 120_000)),
+  );
+  const leader = await spawnShardcron(group, { ...base, instanceId: 'leader-1', roles: 'scheduler' });
+  await waitUntil(() => leader.events('elected').length > 0, 60_000, 'leader elected');
+  return {
+    run: { system: 'shardcron', workers, monitorExecution, concurrency: CONCURRENCY },
+    async round() {
+      const fire = nextWholeSecond(2_000);
+      await setCron(zk, jobNames(spec), cronAt(fire));
+      await sleepUntil(fire - 200);
+      const before = await zkCounters(services.zk.port, namespace);
+      const cpu = cpuMeter({ workers: procs.map((p) => p.pid), leader: [leader.pid], redis: [services.redis.pid!], zookeeper: [services.zk.pid!] });
+      const r = await waitFinished(procs, fire, JOBS * ITEMS);
+      const c = cpu(r.finished);
+      const after = await zkCounters(services.zk.port, namespace);
+      return {
+        cpuUsPerItem: { workers: c.workers, leader: c.leader, redis: c.redis, zookeeper: c.zookeeper },
+        items: r.finished,
+        perSecond: perSecond(r.finished, r.lastFinish - r.firstStart),
+        firstStartMs: round(r.firstStart - fire),
+        lastFinishMs: round(r.lastFinish - fire),
+        zkWriteOps: after.writeOps - before.writeOps,
+        zkTxns: after.zxid - before.zxid,
+      };
+    },
+    close: async () => {
+      await group.close();
+      await zk.close();
+    },
+  };
+}
+
+async function bullmq(ctx: BenchContext, services: Services, workers: number): Promise<Contender> {
+  const group = new ProcessGroup();
+  const name = ctx.unique('raw');
+  const connection = new IORedis(services.redis.url, { maxRetriesPerRequest: null });
+  const queue = new Queue(name, { connection });
+  const procs = await Promise.all(
+    Array.from({ length: workers }, (_, i) => spawnBullmq(group, { redisUrl: services.redis.url, queue: name, name: `bullmq-${i + 1}`, concurrency: CONCURRENCY })),
+  );
+  return {
+    run: { system: 'bullmq', workers, concurrency: CONCURRENCY },
+    async round() {
+      await sleep(500);
+      const batch = Date.now();
+      // Same payload shape, id scheme and retention options as shardcron's execution requests.
+      const jobs = Array.from({ length: JOBS * ITEMS }, (_, i) => ({
+        name: 'tp',
+        data: { job: `tp${i % JOBS}`, item: i, fireTime: batch, source: 'NORMAL', epoch: 1 },
+        opts: { jobId: `tp|${batch}|${i}`, removeOnComplete: { age: 600 }, removeOnFail: { age: 86_400 } },
+      }));
+      const cpu = cpuMeter({ workers: procs.map((p) => p.pid), producer: [process.pid], redis: [services.redis.pid!] });
+      const t0 = Date.now();
+      await queue.addBulk(jobs);
+      const addBulkMs = Date.now() - t0;
+      const r = await waitFinished(procs, batch, JOBS * ITEMS);
+      const c = cpu(r.finished);
+      return {
+        // The producer is this runner process (it also polls reports): an upper bound for addBulk's cost.
+        cpuUsPerItem: { workers: c.workers, leader: c.producer, redis: c.redis },
+        items: r.finished,
+        perSecond: perSecond(r.finished, r.lastFinish - r.firstStart),
+        firstStartMs: round(r.firstStart - t0),
+        lastFinishMs: round(r.lastFinish - t0),
+        addBulkMs,
+      };
+    },
+    close: async () => {
+      await group.close();
+      await queue.close();
+      connection.disconnect();
+    },
+  };
+}
+
+export async function runThroughput(ctx: BenchContext): Promise<ThroughputResult> {
+  const quick = ctx.mode === 'quick';
+  const rounds = quick ? 3 : 7;
+  ITEMS = quick ? 100 : 200;
+  const runs: ThroughputRun[] = [];
+  for (const workers of [1, 2, 4]) {
+    ctx.log(`throughput: ${workers} worker process(es) per system, ${JOBS} x ${ITEMS} no-op items, ${rounds} rounds after a warm-up`);
+    const services = await startServices(2_000);
+    const contenders: Contender[] = [];
+    try {
+      contenders.push(await bullmq(ctx, services, workers), await shardcron(ctx, services, workers, false));
+      if (!quick || workers === 2) contenders.push(await shardcron(ctx, services, workers, true));
+      const results = contenders.map(() => [] as ThroughputRound[]);
+      for (let k = 0; k <= rounds; k += 1) {
+        for (const [i, c] of contenders.entries()) {
+          const r = await c.round();
+          results[i].push(r);
+          const label = c.run.system === 'bullmq' ? 'BullMQ' : `shardcron monitorExecution=${c.run.monitorExecution ? 'on' : 'off'}`;
+          ctx.log(`  ${label} round ${k}${k === 0 ? ' (warm-up)' : ''}: ${r.perSecond}/s, first start +${r.firstStartMs} ms, last finish +${r.lastFinishMs} ms` +
+            (r.addBulkMs === undefined ? `, ZK writes ${r.zkWriteOps}` : `, addBulk ${r.addBulkMs} ms`));
+        }
+      }
+      for (const [i, c] of contenders.entries()) {
+        const [warmup, ...measured] = results[i];
+        runs.push({ ...c.run, warmup, rounds: measured, perSecond: median(measured.map((m) => m.perSecond)) });
+      }
+    } finally {
+      for (const c of contenders) await c.close();
+      await services.close();
+    }
+  }
+  return { jobs: JOBS, itemsPerJob: ITEMS, runs };
+}
