@@ -1,8 +1,7 @@
 import { ErrorCodes } from '../errors';
 import type { Logger } from '../logger';
-import { CoalescingRunner } from '../coalescing-runner';
-import { TypedEmitter } from '../typed-emitter';
 import type { ZkClient } from './zk-client';
+import { WatchedCache } from './watched-cache';
 import { ZkError } from './zk-errors';
 import type { ZkStat, ZkWatchEvent } from './zk-types';
 
@@ -39,35 +38,22 @@ export interface ChildrenCacheEvents<T> {
  * reconnect or a new session triggers a full reload diffed against what we had, and reloads are
  * serialized (a change during a reload schedules one more).
  */
-export class ChildrenCache<T = undefined> extends TypedEmitter<ChildrenCacheEvents<T>> {
+export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEvents<T>> {
   private readonly entries = new Map<string, ChildEntry<T>>();
   private readonly staleData = new Set<string>();
-  private generation = 0;
-  private readonly reloads = new CoalescingRunner(
-    () => this.loadOnce(),
-    (error) => {
-      // Connection trouble: the reconnect or renew handler will resync us.
-      this.emitterLogger.warn({ err: error, path: this.options.path }, 'children cache reload failed');
-      this.emit('error', { error });
-    },
-  );
   private fullReload = false;
-  private closed = false;
-  private readonly unsubscribe: Array<() => void> = [];
 
   constructor(
-    private readonly zk: ZkClient,
+    zk: ZkClient,
     private readonly options: ChildrenCacheOptions<T>,
   ) {
-    super(options.logger);
+    super(zk, options.path, 'children cache', options.logger);
   }
 
   /** Loads the current children and starts watching. */
   async start(): Promise<this> {
-    const resync = () => this.resync();
-    this.unsubscribe.push(this.zk.on('reconnected', resync), this.zk.on('session:renewed', resync));
     this.fullReload = true;
-    await this.reload();
+    await this.begin();
     return this;
   }
 
@@ -84,31 +70,9 @@ export class ChildrenCache<T = undefined> extends TypedEmitter<ChildrenCacheEven
     return this.names().map((n) => this.entries.get(n)!);
   }
 
-  /** Resolves once any reload in progress (and those it scheduled) has finished. */
-  async settled(): Promise<void> {
-    await this.reloads.settled();
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-    this.generation += 1;
-    for (const off of this.unsubscribe.splice(0)) off();
-    await this.reloads.stop();
-    this.removeAllListeners();
-  }
-
-  /** Forces a full reload (children and all data); used after reconnects. */
-  resync(): void {
-    if (this.closed) return;
-    // Watches armed by the previous session are dead; bump the generation so that stale
-    // callbacks re-registered by the client on reconnect do not trigger extra reloads.
-    this.generation += 1;
+  /** A resync reloads every child's data too. */
+  protected override onResync(): void {
     this.fullReload = true;
-    void this.reload();
-  }
-
-  private reload(): Promise<void> {
-    return this.closed ? Promise.resolve() : this.reloads.request();
   }
 
   private watcher(): (e: ZkWatchEvent) => void {
@@ -127,7 +91,7 @@ export class ChildrenCache<T = undefined> extends TypedEmitter<ChildrenCacheEven
     };
   }
 
-  private async loadOnce(): Promise<void> {
+  protected async load(): Promise<void> {
     const full = this.fullReload;
     this.fullReload = false;
     let names: string[];

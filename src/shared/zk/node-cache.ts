@@ -1,8 +1,7 @@
 import { ErrorCodes } from '../errors';
 import type { Logger } from '../logger';
-import { CoalescingRunner } from '../coalescing-runner';
-import { TypedEmitter } from '../typed-emitter';
 import type { ZkClient } from './zk-client';
+import { WatchedCache } from './watched-cache';
 import { ZkError } from './zk-errors';
 import type { ZkStat } from './zk-types';
 
@@ -26,33 +25,18 @@ export interface NodeCacheEvents<T> {
  * Mirrors one node's data, like Curator's NodeCache: absent nodes are watched for creation,
  * watches are re-armed on every read, and a reconnect or new session triggers a full re-read.
  */
-export class NodeCache<T> extends TypedEmitter<NodeCacheEvents<T>> {
+export class NodeCache<T> extends WatchedCache<NodeCacheEvents<T>> {
   private valueState: { value: T | undefined; stat: ZkStat } | undefined;
-  private generation = 0;
-  private readonly reloads = new CoalescingRunner(
-    () => this.readOnce(),
-    (error) => {
-      this.emitterLogger.warn({ err: error, path: this.options.path }, 'node cache reload failed');
-      this.emit('error', { error });
-    },
-  );
-  private closed = false;
-  private readonly unsubscribe: Array<() => void> = [];
 
   constructor(
-    private readonly zk: ZkClient,
+    zk: ZkClient,
     private readonly options: NodeCacheOptions<T>,
   ) {
-    super(options.logger);
+    super(zk, options.path, 'node cache', options.logger);
   }
 
   async start(): Promise<this> {
-    const resync = () => {
-      this.generation += 1;
-      void this.reload();
-    };
-    this.unsubscribe.push(this.zk.on('reconnected', resync), this.zk.on('session:renewed', resync));
-    await this.reload();
+    await this.begin();
     return this;
   }
 
@@ -69,23 +53,10 @@ export class NodeCache<T> extends TypedEmitter<NodeCacheEvents<T>> {
     return this.valueState !== undefined;
   }
 
-  async settled(): Promise<void> {
-    await this.reloads.settled();
-  }
 
-  async close(): Promise<void> {
-    this.closed = true;
-    this.generation += 1;
-    for (const off of this.unsubscribe.splice(0)) off();
-    await this.reloads.stop();
-    this.removeAllListeners();
-  }
 
-  private reload(): Promise<void> {
-    return this.closed ? Promise.resolve() : this.reloads.request();
-  }
 
-  private async readOnce(): Promise<void> {
+  protected async load(): Promise<void> {
     const gen = this.generation;
     const watcher = () => {
       if (gen === this.generation && !this.closed) void this.reload();
