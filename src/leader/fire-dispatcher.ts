@@ -2,7 +2,8 @@ import type { ExecutionRequest, ExecutionSource } from '../shared/execution-requ
 import { fireLedgerCodec, type FireLedger } from '../shared/fire-ledger';
 import type { Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry-paths';
-import type { ZkClient } from '../shared/zk';
+import { ErrorCodes } from '../shared/errors';
+import { ZkError, type ZkClient } from '../shared/zk';
 import { assignmentStillValid, changedItems, computeAssignment, type Assignment } from './assignment';
 import type { Fence } from './leader-election';
 import type { JobView } from './job-view';
@@ -13,8 +14,10 @@ export interface JobState {
   view: JobView;
   assignment: Assignment | undefined;
   needsReshard: boolean;
-  /** Whether the ledger and item-instance nodes exist (created once, then only set). */
+  /** Paths of the ledger and item-instance nodes known to exist (created once, then only set). */
   nodesReady: Set<string>;
+  /** Items whose `sharding/{i}/instance` node could not be written yet; retried with the next fire. */
+  unrecorded: Set<number>;
 }
 
 /** What one fire of one job will do; built first, committed to ZooKeeper, then enqueued. */
@@ -94,18 +97,16 @@ export class FireDispatcher {
   }
 
   /**
-   * Writes the ledgers (and new assignments) of every plan in fenced multis. A deposed leader's
-   * multi fails on the fence, so it can never overwrite what the new leader decided.
+   * Writes the ledgers of every plan in fenced multis (one per tick unless huge). A deposed
+   * leader's multi fails on the fence, so it can never overwrite what the new leader decided.
+   * This is the only write on a fire's way; the per-item owner nodes follow the enqueue
+   * ({@link recordAssignments}).
    */
   async commit(plans: readonly FirePlan[], states: ReadonlyMap<string, JobState>, fence: Fence): Promise<void> {
-    await this.ensureNodes(plans, states);
+    await this.ensureLedgerNodes(plans, states);
     let tx = this.zk.fencedMulti(fence);
     for (const plan of plans) {
       tx.set(registryPaths.leaderFire(plan.job), fireLedgerCodec.encode(plan.ledger));
-      for (const item of plan.changed) {
-        const owner = Object.entries(plan.assignment).find(([, items]) => items.includes(item))?.[0] ?? '';
-        tx.set(registryPaths.shardingInstance(plan.job, item), owner);
-      }
       if (plan.clearFlag) tx.delete(registryPaths.leaderShardingNecessary(plan.job));
       if (tx.size >= OPS_PER_MULTI) {
         await tx.commit();
@@ -113,6 +114,51 @@ export class FireDispatcher {
       }
     }
     if (tx.size > 1) await tx.commit();
+  }
+
+  /**
+   * Writes `sharding/{i}/instance` (who owns item i) for the items a reshard moved. The ledger
+   * already holds the assignment, so these nodes only tell operators and tools; they are written
+   * after the enqueue, in fenced multis that create what is missing, so a reshard of thousands
+   * of items costs a few transactions and no time on the fire's critical path.
+   */
+  async recordAssignments(plans: readonly FirePlan[], states: ReadonlyMap<string, JobState>, fence: Fence): Promise<void> {
+    const writes: Array<{ job: string; item: number; owner: string; ready: Set<string> | undefined }> = [];
+    const pending: Array<{ state: JobState; items: Set<number> }> = [];
+    for (const plan of plans) {
+      const state = states.get(plan.job);
+      const items = new Set([...(state?.unrecorded ?? []), ...plan.changed]);
+      if (items.size === 0) continue;
+      const owners = new Map<number, string>();
+      for (const [instanceId, owned] of Object.entries(plan.assignment)) for (const item of owned) owners.set(item, instanceId);
+      for (const item of items) if (owners.has(item)) writes.push({ job: plan.job, item, owner: owners.get(item)!, ready: state?.nodesReady });
+      // Until they are written, they are retried with the job's next fire.
+      if (state) {
+        for (const item of items) if (owners.has(item)) state.unrecorded.add(item);
+        pending.push({ state, items });
+      }
+    }
+    if (writes.length === 0) return;
+    const missing = await this.missingItemNodes(writes.filter((w) => !w.ready?.has(registryPaths.shardingInstance(w.job, w.item))));
+    let tx = this.zk.fencedMulti(fence);
+    let batch: typeof writes = [];
+    const flush = async () => {
+      if (tx.size > 1) await tx.commit();
+      for (const w of batch) w.ready?.add(registryPaths.shardingInstance(w.job, w.item));
+      tx = this.zk.fencedMulti(fence);
+      batch = [];
+    };
+    for (const w of writes) {
+      const path = registryPaths.shardingInstance(w.job, w.item);
+      const absent = missing.get(path);
+      if (absent === 'item') tx.create(registryPaths.shardingItem(w.job, w.item));
+      if (absent) tx.create(path, w.owner);
+      else tx.set(path, w.owner);
+      batch.push(w);
+      if (tx.size >= OPS_PER_MULTI) await flush();
+    }
+    await flush();
+    for (const { state, items } of pending) for (const item of items) state.unrecorded.delete(item);
   }
 
   /** Enqueues the requests of every plan, grouped per queue. */
@@ -144,23 +190,45 @@ export class FireDispatcher {
     return running;
   }
 
-  /** Creates, once per job and item, the persistent nodes the multis only `set`. */
-  private async ensureNodes(plans: readonly FirePlan[], states: ReadonlyMap<string, JobState>): Promise<void> {
-    const missing: string[] = [];
-    for (const plan of plans) {
-      const ready = states.get(plan.job)?.nodesReady;
-      const paths = [registryPaths.leaderFire(plan.job), ...plan.changed.map((i) => registryPaths.shardingInstance(plan.job, i))];
-      for (const path of paths) if (!ready?.has(path)) missing.push(path);
-    }
+  /**
+   * Which `sharding/{i}/instance` nodes do not exist yet: 'node' when only it is missing, 'item'
+   * when `sharding/{i}` is missing too. One children read per job and one exists per node, all in
+   * parallel; reads are cheap, unlike the failed creates of a mkdirp per node.
+   */
+  private async missingItemNodes(writes: ReadonlyArray<{ job: string; item: number }>): Promise<Map<string, 'node' | 'item'>> {
+    const missing = new Map<string, 'node' | 'item'>();
+    const jobs = [...new Set(writes.map((w) => w.job))];
+    const existingItems = new Map<string, Set<string>>();
     await Promise.all(
-      missing.map(async (path) => {
-        if (!(await this.zk.exists(path))) await this.zk.ensurePath(path);
+      jobs.map(async (job) => {
+        const names = await this.zk.children(registryPaths.jobSharding(job)).catch((err: unknown) => {
+          if (err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE) return [];
+          throw err;
+        });
+        existingItems.set(job, new Set(names));
       }),
     );
-    for (const plan of plans) {
-      const ready = states.get(plan.job)?.nodesReady;
-      ready?.add(registryPaths.leaderFire(plan.job));
-      for (const item of plan.changed) ready?.add(registryPaths.shardingInstance(plan.job, item));
-    }
+    const absentSharding = jobs.filter((job) => existingItems.get(job)!.size === 0);
+    await Promise.all(absentSharding.map((job) => this.zk.ensurePath(registryPaths.jobSharding(job))));
+    await Promise.all(
+      writes.map(async ({ job, item }) => {
+        const path = registryPaths.shardingInstance(job, item);
+        if (!existingItems.get(job)!.has(String(item))) missing.set(path, 'item');
+        else if (!(await this.zk.exists(path))) missing.set(path, 'node');
+      }),
+    );
+    return missing;
+  }
+
+  /** Creates, once per job, the ledger node the commit only `set`s. */
+  private async ensureLedgerNodes(plans: readonly FirePlan[], states: ReadonlyMap<string, JobState>): Promise<void> {
+    const missing = plans.map((p) => p.job).filter((job) => !states.get(job)?.nodesReady.has(registryPaths.leaderFire(job)));
+    await Promise.all(
+      missing.map(async (job) => {
+        const path = registryPaths.leaderFire(job);
+        if (!(await this.zk.exists(path))) await this.zk.ensurePath(path);
+        states.get(job)?.nodesReady.add(path);
+      }),
+    );
   }
 }

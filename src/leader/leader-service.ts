@@ -24,7 +24,18 @@ export interface LeaderServiceOptions {
   clock?: Clock;
   /** A fire handled later than this after its nominal time counts as missed (misfire policy). */
   lateToleranceMs?: number;
+  /**
+   * How long before its nominal time a fire is planned and its ledger written (DESIGN.md flow 3b),
+   * so that at the fire time only the Redis enqueue is left; default 100 ms. The leader raises it
+   * (up to {@link MAX_DISPATCH_LEAD_MS}) while preparing a tick takes longer.
+   */
+  dispatchLeadMs?: number;
 }
+
+/** Upper bound of the dispatch lead: below the shortest cron period (1 s), so a job's fires never overlap. */
+export const MAX_DISPATCH_LEAD_MS = 800;
+/** How many recent tick preparations the lead adapts to. */
+const LEAD_WINDOW = 8;
 
 export interface LeaderServiceEvents {
   [event: string]: object;
@@ -61,8 +72,14 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   private timer: FireTimer | undefined;
   /** Fires that came due while leadership was suspended: job -> latest nominal time. */
   private readonly missedWhileSuspended = new Map<string, number>();
-  /** Serializes ticks, so one job's ledgers are written in fire order. */
+  /** Serializes ticks, enqueues and queue moves, so one job's ledgers are written in fire order. */
   private tickChain: Promise<void> = Promise.resolve();
+  /** Enqueues of committed fires waiting for their nominal time. */
+  private readonly deferred = new Set<unknown>();
+  private readonly minLeadMs: number;
+  /** Current dispatch lead, and the durations of recent tick preparations it follows. */
+  private leadMs: number;
+  private readonly prepareDurations: number[] = [];
   private generation = 0;
   private closing: Promise<void> | undefined;
 
@@ -72,6 +89,12 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.log = log;
     this.clock = options.clock ?? systemClock;
     this.lateToleranceMs = options.lateToleranceMs ?? 1_000;
+    const lead = options.dispatchLeadMs ?? 100;
+    if (!Number.isInteger(lead) || lead < 0 || lead > MAX_DISPATCH_LEAD_MS) {
+      throw new ShardcronError(ErrorCodes.INVALID_CONFIG, `dispatchLeadMs must be an integer in [0, ${MAX_DISPATCH_LEAD_MS}], got ${String(lead)}`);
+    }
+    this.minLeadMs = lead;
+    this.leadMs = lead;
     this.queues = new QueuePool(options.redis);
     this.dispatcher = new FireDispatcher(options.zk, this.queues, log);
     this.election = new LeaderElection(options.zk, options.instanceId, log);
@@ -119,7 +142,11 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   private async activate(epoch: number): Promise<void> {
     const generation = ++this.generation;
     this.log.info({ epoch }, 'leading: loading jobs');
-    const timer = new FireTimer({ clock: this.clock, onDue: (due, now) => this.onDue(due, now), logger: this.log });
+    // The timer runs `leadMs` ahead of the wall clock: a fire is handed out that long before its
+    // nominal time, planned and ledgered, and enqueued at the nominal time (see release()).
+    const clock = this.clock;
+    const ahead: Clock = { now: () => clock.now() + this.leadMs, setTimeout: (fn, ms) => clock.setTimeout(fn, ms), clearTimeout: (h) => clock.clearTimeout(h) };
+    const timer = new FireTimer({ clock: ahead, onDue: (due) => this.onDue(due), logger: this.log });
     this.timer = timer;
     const jobsCache = new ChildrenCache(this.options.zk, { path: '/', logger: this.log });
     this.jobsCache = jobsCache;
@@ -165,7 +192,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
 
   private async loadJob(name: string, generation: number): Promise<void> {
     const view = new JobView(this.options.zk, name, this.log.child({ job: name }));
-    const state: JobState = { view, assignment: undefined, needsReshard: true, nodesReady: new Set() };
+    const state: JobState = { view, assignment: undefined, needsReshard: true, nodesReady: new Set(), unrecorded: new Set() };
     this.jobs.set(name, state);
     view.on('config:changed', ({ config, previous }) => this.onConfig(name, config, previous));
     view.on('config:invalid', ({ error }) => this.emit('job:invalid', { job: name, error }));
@@ -177,7 +204,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     });
     await view.start();
     if (generation !== this.generation) return view.close();
-    const ledger = await this.readLedger(name);
+    const ledger = await this.readLedger(name, state.nodesReady);
     state.assignment = ledger ? this.assignmentOf(ledger) : undefined;
     if (ledger) await this.replay(name, ledger);
     await this.failover.resumeIntents(name).catch((err) => this.log.error({ err, job: name }, 'could not finish failover intents'));
@@ -216,12 +243,18 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
 
   // ---- firing -----------------------------------------------------------------------------
 
-  private onDue(due: DueJob[], now: number): Promise<void> {
-    this.tickChain = this.tickChain.then(() => this.tick(due, now)).catch((err) => this.log.error({ err }, 'fire tick failed'));
+  /** `late`: every fire is late (catch-up after a suspension), whatever the clock says. */
+  private onDue(due: DueJob[], late = false): Promise<void> {
+    return this.onChain(() => this.tick(due, late), 'fire tick failed');
+  }
+
+  private onChain(task: () => Promise<void>, failure: string): Promise<void> {
+    this.tickChain = this.tickChain.then(task).catch((err) => this.log.error({ err }, failure));
     return this.tickChain;
   }
 
-  private async tick(due: DueJob[], now: number): Promise<void> {
+  private async tick(due: DueJob[], forceLate: boolean): Promise<void> {
+    const started = this.clock.now();
     if (this.election.state === 'suspended') {
       for (const d of due) if (!this.missedWhileSuspended.has(d.job)) this.missedWhileSuspended.set(d.job, d.fireTimes[0]);
       return;
@@ -236,11 +269,21 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       // Several due fire times run once ("fire once now"), under the earliest: a fire that a dead
       // leader never dispatched still runs exactly once as itself; the later ones are coalesced.
       const fireTime = d.fireTimes[0];
-      const late = d.fireTimes.length > 1 || now - fireTime > this.lateToleranceMs;
+      const late = forceLate || d.fireTimes.length > 1 || started - fireTime > this.lateToleranceMs;
       const plan = await this.planFire(d.job, fireTime, late ? 'MISFIRE' : 'NORMAL', epoch);
       if (plan) plans.push(plan);
     }
-    await this.dispatch(plans);
+    await this.dispatch(plans, started);
+  }
+
+  /** Keeps the lead at twice the slowest recent preparation (within its bounds). */
+  private adaptLead(durationMs: number): void {
+    this.prepareDurations.push(durationMs);
+    if (this.prepareDurations.length > LEAD_WINDOW) this.prepareDurations.shift();
+    const wanted = Math.ceil(2 * Math.max(...this.prepareDurations));
+    const lead = Math.min(MAX_DISPATCH_LEAD_MS, Math.max(this.minLeadMs, wanted));
+    if (lead !== this.leadMs) this.log.debug({ from: this.leadMs, to: lead, prepareMs: durationMs }, 'dispatch lead changed');
+    this.leadMs = lead;
   }
 
   /** Plans one fire; a late fire runs once (source MISFIRE) only when the job's misfire is on. */
@@ -259,7 +302,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     return plan;
   }
 
-  private async dispatch(plans: FirePlan[]): Promise<void> {
+  private async dispatch(plans: FirePlan[], started: number): Promise<void> {
     if (plans.length === 0) return;
     try {
       await this.dispatcher.commit(plans, this.jobs, this.election.fence());
@@ -284,12 +327,54 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
         state.needsReshard = false;
       }
     }
-    // The ledgers are durable: if this enqueue fails or we crash now, the next leader replays them.
+    this.adaptLead(this.clock.now() - started);
+    // The ledgers are durable: if the enqueue fails or we crash before it, the next leader replays them.
+    const generation = this.generation;
+    const byTime = new Map<number, FirePlan[]>();
+    for (const plan of plans) byTime.set(plan.ledger.fireTime, [...(byTime.get(plan.ledger.fireTime) ?? []), plan]);
+    for (const [fireTime, group] of byTime) await this.at(fireTime, () => this.release(group, generation));
+  }
+
+  /**
+   * Runs `task` on the tick chain at `time` (at once when it has passed). Waiting off the chain
+   * keeps other ticks and queue moves going; running on it keeps them in order with the task.
+   */
+  private async at(time: number, task: () => Promise<void>): Promise<void> {
+    const wait = time - this.clock.now();
+    if (wait <= 0) return task();
+    const handle = this.clock.setTimeout(() => {
+      this.deferred.delete(handle);
+      void this.onChain(task, 'deferred enqueue failed');
+    }, wait);
+    this.deferred.add(handle);
+  }
+
+  /**
+   * Enqueues committed fires, then does what their ledgers imply but the enqueue does not. After a
+   * change of leadership (`generation` moved on) only the enqueue is left: the job views that the
+   * rest relies on are gone or new, and the next leader replays these ledgers anyway.
+   */
+  private async release(plans: readonly FirePlan[], generation: number): Promise<void> {
     await this.dispatcher.enqueue(plans);
     for (const plan of plans) {
       const items = [...plan.requests.values()].reduce((n, list) => n + list.length, 0);
       this.emit('fire:dispatched', { job: plan.job, fireTime: plan.ledger.fireTime, source: plan.ledger.source, items, epoch: plan.ledger.epoch });
+      if (generation !== this.generation) continue;
+      // An instance that died or began draining after the plan was made got requests it will not
+      // run: its queue is moved (again) behind this enqueue, which is what failover would do.
+      const view = this.jobs.get(plan.job)?.view;
+      if (!view) continue;
+      for (const [instanceId, queue] of Object.entries(plan.ledger.queues)) {
+        const info = view.instance(instanceId);
+        if (!info || info.queue !== queue) this.scheduleMove(instanceId, queue, 'lost');
+        else if (info.state === 'draining') this.scheduleMove(instanceId, queue, 'draining');
+      }
     }
+    if (generation !== this.generation || !this.election.isLeader) return;
+    await this.dispatcher.recordAssignments(plans, this.jobs, this.election.fence()).catch((err) => {
+      const deposed = err instanceof ShardcronError && (err.code === ErrorCodes.ZK_FENCE_LOST || err.code === ErrorCodes.LEADERSHIP_LOST);
+      if (!deposed) this.log.warn({ err }, 'could not record item owners in sharding/{i}/instance; retried with the next fire');
+    });
   }
 
   private skip(job: string, fireTime: number, reason: SkipReason): void {
@@ -303,7 +388,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.missedWhileSuspended.clear();
     if (missed.length === 0) return;
     const due = missed.map(([job, fireTime]) => ({ job, fireTimes: [fireTime], truncated: false }));
-    void this.onDue(due, Number.POSITIVE_INFINITY);
+    void this.onDue(due, true);
   }
 
   // ---- failover ---------------------------------------------------------------------------
@@ -337,9 +422,10 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
 
   // ---- takeover ---------------------------------------------------------------------------
 
-  private async readLedger(job: string): Promise<FireLedger | undefined> {
+  private async readLedger(job: string, nodesReady: Set<string>): Promise<FireLedger | undefined> {
     const path = registryPaths.leaderFire(job);
     const text = await this.options.zk.getText(path);
+    if (text !== undefined) nodesReady.add(path);
     if (!text) return undefined;
     try {
       return fireLedgerCodec.decode(Buffer.from(text), path);
@@ -376,11 +462,15 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     if (orphaned.length > 0) {
       this.log.warn({ job, fireTime: ledger.fireTime, items: orphaned }, 'last fire names instances that are gone; their items are not replayed');
     }
-    await this.queues.enqueue(byQueue);
+    // A ledger written ahead of its fire is enqueued at the fire time, not early.
+    await this.at(ledger.fireTime, () => this.queues.enqueue(byQueue));
   }
 
   private async doClose(): Promise<void> {
     await this.election.close();
+    if (this.deferred.size > 0) this.log.info({ fires: this.deferred.size }, 'closing before prepared fires were due; the next leader replays their ledgers');
+    for (const handle of this.deferred) this.clock.clearTimeout(handle);
+    this.deferred.clear();
     await this.deactivate();
     await this.tickChain.catch(() => undefined);
     await this.queues.close();
