@@ -64,6 +64,25 @@ async function main(): Promise<void> {
     'leader-failover': async () => void (results.scenarios.leaderFailover = await runLeaderFailover(ctx)),
     scale: async () => void (results.scenarios.scale = await runScaleAll(ctx)),
   };
+  const dir = path.join(__dirname, 'results');
+  fs.mkdirSync(dir, { recursive: true });
+  const stamp = new Date(started).toISOString().replace(/[:.]/g, '-');
+  // Written after every scenario, so an interrupted run keeps what it measured.
+  const save = (): string => {
+    results.durationS = Math.round((Date.now() - started) / 1000);
+    results.targets = evaluateTargets(results.scenarios);
+    const markdown = renderMarkdown(results);
+    fs.writeFileSync(path.join(dir, `${stamp}.json`), `${JSON.stringify(results, null, 2)}\n`);
+    fs.writeFileSync(path.join(dir, 'latest.md'), markdown);
+    return markdown;
+  };
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      ctx.log(`${signal}: saving what was measured so far`);
+      save();
+      process.exit(130);
+    });
+  }
   for (const name of only) {
     const t0 = Date.now();
     const loadBefore = os.loadavg()[0];
@@ -75,16 +94,9 @@ async function main(): Promise<void> {
       ctx.log(`${name} FAILED: ${(err as Error).stack ?? error}`);
     }
     results.runs[name] = { seconds: Math.round((Date.now() - t0) / 1000), loadBefore, loadAfter: os.loadavg()[0], ...(error ? { error } : {}) };
+    save();
   }
-  results.durationS = Math.round((Date.now() - started) / 1000);
-  results.targets = evaluateTargets(results.scenarios);
-  const dir = path.join(__dirname, 'results');
-  fs.mkdirSync(dir, { recursive: true });
-  const stamp = new Date(started).toISOString().replace(/[:.]/g, '-');
-  const markdown = renderMarkdown(results);
-  fs.writeFileSync(path.join(dir, `${stamp}.json`), `${JSON.stringify(results, null, 2)}\n`);
-  fs.writeFileSync(path.join(dir, 'latest.md'), markdown);
-  process.stdout.write(markdown);
+  process.stdout.write(save());
   ctx.log(`wrote bench/results/${stamp}.json and bench/results/latest.md`);
   if (Object.values(results.runs).some((r) => r.error)) process.exitCode = 1;
 }
