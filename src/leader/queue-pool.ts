@@ -11,6 +11,9 @@ import { QUEUE_PREFIX } from '../shared/queue-names';
  */
 export const REQUEST_RETENTION_MS = 10 * 60_000;
 
+/** Requests per addBulk call. */
+export const ENQUEUE_CHUNK = 100;
+
 /** One BullMQ Queue object per instance queue, over one shared Redis connection. */
 export class QueuePool {
   private readonly queues = new Map<string, Queue>();
@@ -26,20 +29,27 @@ export class QueuePool {
     return queue;
   }
 
-  /** Enqueues requests, one addBulk per queue, all queues in parallel. Idempotent by job id. */
+  /**
+   * Enqueues requests: addBulk calls of at most {@link ENQUEUE_CHUNK} per queue, all sent at once
+   * (one connection, so Redis runs them in order). Each addBulk is one MULTI, invisible to workers
+   * until it has run whole; chunks let workers start on the first requests of a big fire while
+   * the rest are still being added. Idempotent by job id.
+   */
   async enqueue(byQueue: ReadonlyMap<string, readonly ExecutionRequest[]>): Promise<void> {
     const age = Math.ceil(REQUEST_RETENTION_MS / 1000);
-    await Promise.all(
-      [...byQueue].map(([name, requests]) =>
-        this.get(name).addBulk(
-          requests.map((request) => ({
-            name: request.job,
-            data: request,
-            opts: { jobId: executionJobId(request), removeOnComplete: { age }, removeOnFail: { age: 24 * 3600 } },
-          })),
-        ),
-      ),
-    );
+    const calls: Array<Promise<unknown>> = [];
+    for (const [name, requests] of byQueue) {
+      const queue = this.get(name);
+      for (let i = 0; i < requests.length; i += ENQUEUE_CHUNK) {
+        const chunk = requests.slice(i, i + ENQUEUE_CHUNK).map((request) => ({
+          name: request.job,
+          data: request,
+          opts: { jobId: executionJobId(request), removeOnComplete: { age }, removeOnFail: { age: 24 * 3600 } },
+        }));
+        calls.push(queue.addBulk(chunk));
+      }
+    }
+    await Promise.all(calls);
   }
 
   async close(): Promise<void> {
