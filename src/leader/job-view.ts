@@ -1,9 +1,8 @@
 import { type JobConfig, jobConfigCodec } from '../shared/job-config';
-import { instanceInfoCodec, type InstanceInfo } from '../shared/instance-info';
+import { decodeInstanceInfo, type InstanceInfo } from '../shared/instance-info';
 import type { Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry-paths';
-import { TypedEmitter } from '../shared/typed-emitter';
-import { ChildrenCache, NodeCache, type ZkClient } from '../shared/zk';
+import { ChildrenCache, NodeCache, type CacheListeners, type ChildrenCacheEvents, type NodeCacheEvents, type ZkClient } from '../shared/zk';
 
 /** A live instance that can receive items of this job. */
 export interface LiveInstance {
@@ -27,23 +26,101 @@ export interface JobViewEvents {
 
 /** Flags under `sharding/{i}` that the leader acts on. */
 export interface ItemFlags {
-  running: boolean;
-  disabled: boolean;
+  readonly running: boolean;
+  readonly disabled: boolean;
+}
+
+/** The four flag combinations, shared: the fire path asks for every item of every fire. */
+const FLAGS: readonly ItemFlags[] = [
+  Object.freeze({ running: false, disabled: false }),
+  Object.freeze({ running: true, disabled: false }),
+  Object.freeze({ running: false, disabled: true }),
+  Object.freeze({ running: true, disabled: true }),
+];
+
+// Decoders shared by every view (the caches pass the path), so no job holds closures of its own.
+const decodeConfig = (data: Buffer, path: string): JobConfig => jobConfigCodec.decode(data, path);
+const decodeInstance = (data: Buffer, _name: string, path: string): InstanceInfo => decodeInstanceInfo(data, path);
+const decodeServer = (data: Buffer): string => {
+  const status = data.toString('utf8').trim();
+  // The two usual values as constants: one string per server node of every job adds up.
+  return status === 'ENABLED' ? 'ENABLED' : status === 'DISABLED' ? 'DISABLED' : status;
+};
+const decodeFlag = (): true => true;
+
+type ViewListener = (payload: never) => void;
+
+type ChildEvent<T> = ChildrenCacheEvents<T>['added'];
+
+/*
+ * The listeners of a view's caches: small objects whose methods live on the prototype. Closures
+ * would cost a function (and, under tsx, a property array for its kept name) per job and event.
+ */
+class ConfigListener implements CacheListeners<NodeCacheEvents<JobConfig>> {
+  constructor(private readonly view: JobView) {}
+  changed({ value }: NodeCacheEvents<JobConfig>['changed']): void {
+    if (value) this.view.handleConfig(value);
+  }
+  invalid({ error }: NodeCacheEvents<JobConfig>['invalid']): void {
+    this.view.handleInvalidConfig(error);
+  }
+}
+
+class InstancesListener implements CacheListeners<ChildrenCacheEvents<InstanceInfo>> {
+  constructor(private readonly view: JobView) {}
+  added(): void {
+    this.view.handleReshard('instance joined');
+  }
+  removed(entry: ChildEvent<InstanceInfo>): void {
+    this.view.handleInstanceRemoved(entry);
+  }
+  changed(entry: ChildEvent<InstanceInfo>): void {
+    this.view.handleInstanceChanged(entry);
+  }
+}
+
+class ServersListener implements CacheListeners<ChildrenCacheEvents<string>> {
+  constructor(private readonly view: JobView) {}
+  added(): void {
+    this.view.handleReshard('server added');
+  }
+  changed(): void {
+    this.view.handleReshard('server enabled/disabled');
+  }
+  removed(): void {
+    this.view.handleReshard('server removed');
+  }
+}
+
+class NecessaryListener implements CacheListeners<NodeCacheEvents<true>> {
+  constructor(private readonly view: JobView) {}
+  changed(): void {
+    this.view.handleReshard('sharding flag set');
+  }
 }
 
 /**
  * The leader's always-current picture of one job's subtree: config, live instances, server
  * switches and per-item flags, each a watch-backed cache. Reading it costs no ZooKeeper round
  * trip, which keeps the fire path free of reads.
+ *
+ * A leader keeps one view per job, 10,000 of them or more, so a view is kept small: its caches get
+ * their listeners at construction (no emitters, no closures), decoded instance nodes are shared
+ * between jobs, and items are watched from the config's `shardingTotalCount` rather than through a
+ * watch on `sharding`. The eligible instances are computed once per change, not once per fire.
  */
-export class JobView extends TypedEmitter<JobViewEvents> {
+export class JobView {
+  /** Subscriptions as flat `[event, listener, ...]` pairs: a view has a handful, and one map of sets per job costs more than the rest of the view. */
+  private subscriptions: Array<keyof JobViewEvents | ViewListener> = [];
   private readonly configCache: NodeCache<JobConfig>;
   private readonly instancesCache: ChildrenCache<InstanceInfo>;
   private readonly serversCache: ChildrenCache<string>;
-  private readonly shardingCache: ChildrenCache;
   private readonly necessaryCache: NodeCache<true>;
-  private readonly itemCaches = new Map<number, ChildrenCache>();
+  /** Children of `sharding/{i}` for every item i below shardingTotalCount. */
+  private readonly itemCaches: ChildrenCache[] = [];
   private lastValid: JobConfig | undefined;
+  /** {@link eligibleInstances}, until an instance or server changes. */
+  private eligible: readonly LiveInstance[] | undefined;
   private closed = false;
 
   constructor(
@@ -51,51 +128,27 @@ export class JobView extends TypedEmitter<JobViewEvents> {
     readonly job: string,
     private readonly log: Logger,
   ) {
-    super(log);
-    const configPath = registryPaths.jobConfig(job);
-    this.configCache = new NodeCache(zk, { path: configPath, decode: (d) => jobConfigCodec.decode(d, configPath), logger: log });
+    this.configCache = new NodeCache(zk, { path: registryPaths.jobConfig(job), decode: decodeConfig, logger: log, listeners: new ConfigListener(this) });
     this.instancesCache = new ChildrenCache(zk, {
       path: registryPaths.jobInstances(job),
-      decode: (d, name) => instanceInfoCodec.decode(d, registryPaths.jobInstance(job, name)),
+      decode: decodeInstance,
       logger: log,
+      listeners: new InstancesListener(this),
     });
-    this.serversCache = new ChildrenCache(zk, { path: registryPaths.jobServers(job), decode: (d) => d.toString('utf8').trim(), logger: log });
-    this.shardingCache = new ChildrenCache(zk, { path: registryPaths.jobSharding(job), logger: log });
-    this.necessaryCache = new NodeCache(zk, { path: registryPaths.leaderShardingNecessary(job), decode: () => true as const, logger: log });
+    this.serversCache = new ChildrenCache(zk, { path: registryPaths.jobServers(job), decode: decodeServer, logger: log, listeners: new ServersListener(this) });
+    this.necessaryCache = new NodeCache(zk, {
+      path: registryPaths.leaderShardingNecessary(job),
+      decode: decodeFlag,
+      logger: log,
+      listeners: new NecessaryListener(this),
+    });
   }
 
   async start(): Promise<this> {
-    this.configCache.on('changed', ({ value }) => value && this.acceptConfig(value));
-    this.configCache.on('invalid', ({ error }) => {
-      this.log.error({ err: error, job: this.job }, 'invalid job config in ZooKeeper; keeping the last valid one');
-      this.emit('config:invalid', { error });
-    });
-    const reshard = (reason: string) => () => this.emit('reshard:needed', { reason });
-    this.instancesCache.on('added', reshard('instance joined'));
-    this.instancesCache.on('removed', (entry) => {
-      this.emit('reshard:needed', { reason: 'instance left' });
-      if (entry.data) this.emit('instance:removed', { instanceId: entry.name, info: entry.data });
-    });
-    this.instancesCache.on('changed', (entry) => {
-      this.emit('reshard:needed', { reason: 'instance changed' });
-      if (entry.data?.state === 'draining') this.emit('instance:draining', { instanceId: entry.name, info: entry.data });
-    });
-    this.serversCache.on('added', reshard('server added'));
-    this.serversCache.on('changed', reshard('server enabled/disabled'));
-    this.serversCache.on('removed', reshard('server removed'));
-    this.necessaryCache.on('changed', reshard('sharding flag set'));
-    this.shardingCache.on('added', ({ name }) => void this.watchItem(name));
-    this.shardingCache.on('removed', ({ name }) => void this.unwatchItem(name));
-    await Promise.all([
-      this.configCache.start(),
-      this.instancesCache.start(),
-      this.serversCache.start(),
-      this.shardingCache.start(),
-      this.necessaryCache.start(),
-    ]);
-    await Promise.all(this.shardingCache.names().map((name) => this.watchItem(name)));
+    await Promise.all([this.configCache.start(), this.instancesCache.start(), this.serversCache.start(), this.necessaryCache.start()]);
     const value = this.configCache.value;
     if (value && !this.lastValid) this.acceptConfig(value);
+    await Promise.all(this.itemCaches.map((cache) => cache.settled()));
     return this;
   }
 
@@ -110,12 +163,17 @@ export class JobView extends TypedEmitter<JobViewEvents> {
   }
 
   /**
-   * Instances that may receive items: live, not draining, on a server not DISABLED; sorted by IP
-   * (numeric) then id, the order ElasticJob shards in, so results move as little as possible.
+   * Instances that may receive items: live, not draining, on a server not DISABLED; sorted by
+   * instance id. Shared until the next change: do not modify it.
    */
-  eligibleInstances(): LiveInstance[] {
-    const disabledIps = new Set(this.serversCache.values().filter((s) => s.data === 'DISABLED').map((s) => s.name));
-    return this.liveInstances().filter((i) => i.info.state === 'ready' && !disabledIps.has(i.info.ip));
+  eligibleInstances(): readonly LiveInstance[] {
+    if (this.eligible) return this.eligible;
+    const out: LiveInstance[] = [];
+    for (const entry of this.instancesCache.values()) {
+      const info = entry.data;
+      if (info?.state === 'ready' && this.serversCache.get(info.ip)?.data !== 'DISABLED') out.push({ instanceId: entry.name, info });
+    }
+    return (this.eligible = out);
   }
 
   /** Every live instance with readable data, whatever its state. */
@@ -131,11 +189,11 @@ export class JobView extends TypedEmitter<JobViewEvents> {
     return this.instancesCache.get(instanceId)?.data;
   }
 
+  /** Flags of an item (a shared object: do not modify it); none for items beyond the total. */
   itemFlags(item: number): ItemFlags {
-    const cache = this.itemCaches.get(item);
-    if (!cache) return { running: false, disabled: false };
-    const names = new Set(cache.names());
-    return { running: names.has('running'), disabled: names.has('disabled') };
+    const cache = this.itemCaches[item];
+    if (!cache || cache.size === 0) return FLAGS[0]!;
+    return FLAGS[(cache.has('running') ? 1 : 0) + (cache.has('disabled') ? 2 : 0)]!;
   }
 
   async close(): Promise<void> {
@@ -144,17 +202,92 @@ export class JobView extends TypedEmitter<JobViewEvents> {
       this.configCache.close(),
       this.instancesCache.close(),
       this.serversCache.close(),
-      this.shardingCache.close(),
       this.necessaryCache.close(),
-      ...[...this.itemCaches.values()].map((c) => c.close()),
+      ...this.itemCaches.map((c) => c.close()),
     ]);
-    this.itemCaches.clear();
-    this.removeAllListeners();
+    this.itemCaches.length = 0;
+    this.subscriptions = [];
+  }
+
+  /** Subscribes; returns a function that unsubscribes. A listener that throws is logged and ignored. */
+  on<K extends keyof JobViewEvents>(event: K, listener: (payload: JobViewEvents[K]) => void): () => void {
+    // Copy on write: an emit in progress iterates the array it started with, as TypedEmitter does.
+    this.subscriptions = [...this.subscriptions, event, listener as ViewListener];
+    return () => this.off(event, listener);
+  }
+
+  /** Subscribes for one event only. */
+  once<K extends keyof JobViewEvents>(event: K, listener: (payload: JobViewEvents[K]) => void): () => void {
+    const off = this.on(event, (payload) => {
+      off();
+      listener(payload);
+    });
+    return off;
+  }
+
+  off<K extends keyof JobViewEvents>(event: K, listener: (payload: JobViewEvents[K]) => void): void {
+    const subs = this.subscriptions;
+    for (let i = 0; i < subs.length; i += 2) {
+      if (subs[i] === event && subs[i + 1] === listener) {
+        // A new array, so that an emit iterating the old one is not disturbed.
+        this.subscriptions = [...subs.slice(0, i), ...subs.slice(i + 2)];
+        return;
+      }
+    }
+  }
+
+  /** Number of listeners, for leak checks in tests. */
+  listenerCount(event: keyof JobViewEvents): number {
+    let count = 0;
+    for (let i = 0; i < this.subscriptions.length; i += 2) if (this.subscriptions[i] === event) count += 1;
+    return count;
+  }
+
+  private emit<K extends keyof JobViewEvents>(event: K, payload: JobViewEvents[K]): void {
+    const subs = this.subscriptions;
+    for (let i = 0; i < subs.length; i += 2) {
+      if (subs[i] !== event) continue;
+      try {
+        (subs[i + 1] as (payload: JobViewEvents[K]) => void)(payload);
+      } catch (err) {
+        this.log.error({ err, event: String(event), job: this.job }, 'event listener threw; ignored');
+      }
+    }
+  }
+
+  /** @internal From the config cache. */
+  handleConfig(config: JobConfig): void {
+    this.acceptConfig(config);
+  }
+
+  /** @internal From the config cache. */
+  handleInvalidConfig(error: unknown): void {
+    this.log.error({ err: error, job: this.job }, 'invalid job config in ZooKeeper; keeping the last valid one');
+    this.emit('config:invalid', { error });
+  }
+
+  /** @internal From the instances, servers and flag caches: the assignment must be recomputed. */
+  handleReshard(reason: string): void {
+    this.eligible = undefined;
+    this.emit('reshard:needed', { reason });
+  }
+
+  /** @internal From the instances cache. */
+  handleInstanceRemoved(entry: ChildEvent<InstanceInfo>): void {
+    this.handleReshard('instance left');
+    if (entry.data) this.emit('instance:removed', { instanceId: entry.name, info: entry.data });
+  }
+
+  /** @internal From the instances cache. */
+  handleInstanceChanged(entry: ChildEvent<InstanceInfo>): void {
+    this.handleReshard('instance changed');
+    if (entry.data?.state === 'draining') this.emit('instance:draining', { instanceId: entry.name, info: entry.data });
   }
 
   private acceptConfig(config: JobConfig): void {
     const previous = this.lastValid;
     this.lastValid = config;
+    this.watchItems(config.shardingTotalCount);
     this.emit('config:changed', { config, previous });
     if (previous && previous.shardingTotalCount !== config.shardingTotalCount) {
       this.emit('reshard:needed', { reason: 'shardingTotalCount changed' });
@@ -164,18 +297,14 @@ export class JobView extends TypedEmitter<JobViewEvents> {
     }
   }
 
-  private async watchItem(name: string): Promise<void> {
-    const item = Number(name);
-    if (this.closed || !Number.isSafeInteger(item) || item < 0 || String(item) !== name || this.itemCaches.has(item)) return;
-    const cache = new ChildrenCache(this.zk, { path: registryPaths.shardingItem(this.job, item), logger: this.log });
-    this.itemCaches.set(item, cache);
-    await cache.start().catch((err) => this.log.warn({ err, item }, 'could not watch sharding item'));
-  }
-
-  private async unwatchItem(name: string): Promise<void> {
-    const item = Number(name);
-    const cache = this.itemCaches.get(item);
-    this.itemCaches.delete(item);
-    await cache?.close();
+  /** Watches `sharding/{i}` for i below `total` (absent nodes are waited for), and no other item. */
+  private watchItems(total: number): void {
+    if (this.closed) return;
+    for (const cache of this.itemCaches.splice(total)) void cache.close();
+    for (let item = this.itemCaches.length; item < total; item += 1) {
+      const cache = new ChildrenCache(this.zk, { path: registryPaths.shardingItem(this.job, item), logger: this.log });
+      this.itemCaches.push(cache);
+      cache.start().catch((err) => this.log.warn({ err, job: this.job, item }, 'could not watch sharding item'));
+    }
   }
 }

@@ -19,3 +19,24 @@ export const instanceInfoSchema = z.object({
 export type InstanceInfo = z.output<typeof instanceInfoSchema>;
 
 export const instanceInfoCodec = jsonCodec(instanceInfoSchema, 'instance node');
+
+/** How many distinct instance nodes {@link decodeInstanceInfo} remembers (workers x their restarts). */
+const INTERNED_MAX = 1024;
+const interned = new Map<string, InstanceInfo>();
+
+/**
+ * Decodes an instance node like {@link instanceInfoCodec}, returning one shared frozen object per
+ * distinct node content. Every worker writes the same info under every job it runs, so a leader
+ * watching 10,000 jobs keeps one object per worker instead of one per job, and parses each content
+ * once. Throws like the codec (CORRUPT_DATA naming `path`).
+ */
+export function decodeInstanceInfo(data: Buffer, path: string): InstanceInfo {
+  const raw = data.toString('utf8');
+  const known = interned.get(raw);
+  if (known) return known;
+  const info = Object.freeze(instanceInfoCodec.decode(data, path));
+  // Oldest first out: contents of workers long gone (older startedAt, other states) go first.
+  if (interned.size >= INTERNED_MAX) interned.delete(interned.keys().next().value as string);
+  interned.set(raw, info);
+  return info;
+}

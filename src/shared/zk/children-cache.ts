@@ -1,16 +1,21 @@
 import { ErrorCodes } from '../errors';
 import type { Logger } from '../logger';
 import type { ZkClient } from './zk-client';
-import { WatchedCache } from './watched-cache';
+import { WatchedCache, type CacheListeners } from './watched-cache';
 import { ZkError } from './zk-errors';
-import type { ZkStat, ZkWatchEvent } from './zk-types';
+import type { ZkStat, ZkWatcher } from './zk-types';
 
 export interface ChildrenCacheOptions<T> {
   /** Parent path, namespace-relative. It may not exist yet: the cache waits for it. */
   path: string;
-  /** When set, each child's data is read, decoded and watched; a throw marks the child invalid. */
-  decode?: (data: Buffer, name: string) => T;
+  /**
+   * When set, each child's data is read, decoded and watched; a throw marks the child invalid.
+   * `path` is the child's path (for error messages), so one function can serve many caches.
+   */
+  decode?: (data: Buffer, name: string, path: string) => T;
   logger?: Logger;
+  /** Listeners fixed at construction; cheaper than `on()` for caches kept by the thousand. */
+  listeners?: CacheListeners<ChildrenCacheEvents<T>>;
 }
 
 export interface ChildEntry<T> {
@@ -39,15 +44,21 @@ export interface ChildrenCacheEvents<T> {
  * serialized (a change during a reload schedules one more).
  */
 export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEvents<T>> {
-  private readonly entries = new Map<string, ChildEntry<T>>();
-  private readonly staleData = new Set<string>();
+  /** Made with the first child: most item caches never have one, and an empty map per cache adds up. */
+  private entries: Map<string, ChildEntry<T>> | undefined;
+  private readonly decode: ChildrenCacheOptions<T>['decode'];
+  /** Children whose data watch fired; made on first use, as most caches never need it. */
+  private staleData: Set<string> | undefined;
   private fullReload = false;
+  /** One data watcher for every child (the name is in the event's path); made on first use. */
+  private dataWatcher: ZkWatcher | undefined;
 
   constructor(
     zk: ZkClient,
-    private readonly options: ChildrenCacheOptions<T>,
+    options: ChildrenCacheOptions<T>,
   ) {
-    super(zk, options.path, 'children cache', options.logger);
+    super(zk, options.path, 'children cache', options.logger, options.listeners);
+    this.decode = options.decode;
   }
 
   /** Loads the current children and starts watching. */
@@ -59,15 +70,24 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
 
   /** Child names, sorted. */
   names(): string[] {
-    return [...this.entries.keys()].sort();
+    return this.entries ? [...this.entries.keys()].sort() : [];
   }
 
   get(name: string): ChildEntry<T> | undefined {
-    return this.entries.get(name);
+    return this.entries?.get(name);
   }
 
+  has(name: string): boolean {
+    return this.entries?.has(name) ?? false;
+  }
+
+  get size(): number {
+    return this.entries?.size ?? 0;
+  }
+
+  /** Entries sorted by name. */
   values(): ChildEntry<T>[] {
-    return this.names().map((n) => this.entries.get(n)!);
+    return this.names().map((n) => this.entries!.get(n)!);
   }
 
   /** A resync reloads every child's data too. */
@@ -75,20 +95,16 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
     this.fullReload = true;
   }
 
-  private watcher(): (e: ZkWatchEvent) => void {
-    const gen = this.generation;
-    return () => {
-      if (gen === this.generation && !this.closed) void this.reload();
-    };
+  private childPath(name: string): string {
+    return `${this.path === '/' ? '' : this.path}/${name}`;
   }
 
-  private dataWatcher(name: string): (e: ZkWatchEvent) => void {
-    const gen = this.generation;
-    return (event) => {
-      if (gen !== this.generation || this.closed || event.type !== 'dataChanged') return;
-      this.staleData.add(name);
+  private childDataWatcher(): ZkWatcher {
+    return (this.dataWatcher ??= (event) => {
+      if (this.closed || event.type !== 'dataChanged') return;
+      (this.staleData ??= new Set()).add(event.path.slice(this.childPath('').length));
       void this.reload();
-    };
+    });
   }
 
   protected async load(): Promise<void> {
@@ -96,28 +112,29 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
     this.fullReload = false;
     let names: string[];
     try {
-      names = await this.zk.children(this.options.path, this.watcher());
+      names = await this.zk.children(this.path, this.watcher);
     } catch (err) {
       if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE)) throw err;
       // Parent absent: watch for its creation; if it appeared meanwhile, go round again.
-      if (await this.zk.exists(this.options.path, this.watcher())) this.reloads.again();
+      if (await this.zk.exists(this.path, this.watcher)) this.loadAgain();
       names = [];
     }
     if (this.closed) return;
     const present = new Set(names);
-    for (const [name, entry] of this.entries) {
+    for (const [name, entry] of this.entries ?? []) {
       if (present.has(name)) continue;
-      this.entries.delete(name);
-      this.staleData.delete(name);
+      this.entries!.delete(name);
+      this.staleData?.delete(name);
       this.emit('removed', entry);
     }
-    const toRead = names.filter((n) => !this.entries.has(n) || full || this.staleData.has(n));
+    const stale = this.staleData;
+    const toRead = names.filter((n) => full || !this.has(n) || stale?.has(n));
     const read = await Promise.all(toRead.map((n) => this.readChild(n)));
     if (this.closed) return;
     for (const entry of read) {
       if (!entry) continue;
-      const before = this.entries.get(entry.name);
-      this.entries.set(entry.name, entry);
+      const before = this.entries?.get(entry.name);
+      (this.entries ??= new Map()).set(entry.name, entry);
       if (!before) this.emit('added', entry);
       else if (!before.stat || !entry.stat || before.stat.version !== entry.stat.version || before.stat.ctimeMs !== entry.stat.ctimeMs) {
         this.emit('changed', entry);
@@ -128,15 +145,16 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
 
   /** Reads one child (data + watch when decoding); undefined when it vanished meanwhile. */
   private async readChild(name: string): Promise<ChildEntry<T> | undefined> {
-    this.staleData.delete(name);
-    const childPath = `${this.options.path === '/' ? '' : this.options.path}/${name}`;
-    if (!this.options.decode) return { name, data: undefined, stat: undefined };
+    this.staleData?.delete(name);
+    const decode = this.decode;
+    if (!decode) return { name, data: undefined, stat: undefined };
+    const childPath = this.childPath(name);
     try {
-      const { data, stat } = await this.zk.get(childPath, this.dataWatcher(name));
+      const { data, stat } = await this.zk.get(childPath, this.childDataWatcher());
       try {
-        return { name, data: this.options.decode(data, name), stat };
+        return { name, data: decode(data, name, childPath), stat };
       } catch (error) {
-        this.emitterLogger.warn({ err: error, path: childPath }, 'undecodable child data');
+        this.log.warn({ err: error, path: childPath }, 'undecodable child data');
         this.emit('invalid', { name, error });
         return { name, data: undefined, stat };
       }

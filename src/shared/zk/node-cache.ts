@@ -1,15 +1,20 @@
 import { ErrorCodes } from '../errors';
 import type { Logger } from '../logger';
 import type { ZkClient } from './zk-client';
-import { WatchedCache } from './watched-cache';
+import { WatchedCache, type CacheListeners } from './watched-cache';
 import { ZkError } from './zk-errors';
 import type { ZkStat } from './zk-types';
 
 export interface NodeCacheOptions<T> {
   path: string;
-  /** Turns raw bytes into a value; a throw emits `invalid` and leaves `value` undefined. */
-  decode: (data: Buffer) => T;
+  /**
+   * Turns raw bytes into a value; a throw emits `invalid` and leaves `value` undefined. `path` is
+   * the node's path (for error messages), so one function can serve many caches.
+   */
+  decode: (data: Buffer, path: string) => T;
   logger?: Logger;
+  /** Listeners fixed at construction; cheaper than `on()` for caches kept by the thousand. */
+  listeners?: CacheListeners<NodeCacheEvents<T>>;
 }
 
 export interface NodeCacheEvents<T> {
@@ -27,12 +32,14 @@ export interface NodeCacheEvents<T> {
  */
 export class NodeCache<T> extends WatchedCache<NodeCacheEvents<T>> {
   private valueState: { value: T | undefined; stat: ZkStat } | undefined;
+  private readonly decode: (data: Buffer, path: string) => T;
 
   constructor(
     zk: ZkClient,
-    private readonly options: NodeCacheOptions<T>,
+    options: NodeCacheOptions<T>,
   ) {
-    super(zk, options.path, 'node cache', options.logger);
+    super(zk, options.path, 'node cache', options.logger, options.listeners);
+    this.decode = options.decode;
   }
 
   async start(): Promise<this> {
@@ -53,20 +60,13 @@ export class NodeCache<T> extends WatchedCache<NodeCacheEvents<T>> {
     return this.valueState !== undefined;
   }
 
-
-
-
   protected async load(): Promise<void> {
-    const gen = this.generation;
-    const watcher = () => {
-      if (gen === this.generation && !this.closed) void this.reload();
-    };
     let read: { data: Buffer; stat: ZkStat } | undefined;
     try {
-      read = await this.zk.get(this.options.path, watcher);
+      read = await this.zk.get(this.path, this.watcher);
     } catch (err) {
       if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE)) throw err;
-      if (await this.zk.exists(this.options.path, watcher)) this.reloads.again();
+      if (await this.zk.exists(this.path, this.watcher)) this.loadAgain();
     }
     if (this.closed) return;
     if (!read) {
@@ -80,7 +80,7 @@ export class NodeCache<T> extends WatchedCache<NodeCacheEvents<T>> {
     if (previous && previous.version === read.stat.version && previous.ctimeMs === read.stat.ctimeMs) return;
     let value: T | undefined;
     try {
-      value = this.options.decode(read.data);
+      value = this.decode(read.data, this.path);
     } catch (error) {
       this.valueState = { value: undefined, stat: read.stat };
       this.emit('invalid', { error, stat: read.stat });

@@ -1,35 +1,132 @@
-import { CoalescingRunner } from '../coalescing-runner';
-import type { Logger } from '../logger';
+import { silentLogger, type Logger } from '../logger';
 import { TypedEmitter, type EventMap } from '../typed-emitter';
 import type { ZkClient } from './zk-client';
+import type { ZkWatcher } from './zk-types';
+
+/**
+ * Listeners given at construction, one per event, called as methods of this object (so it can be a
+ * small class instance holding what it needs, where closures would cost a function per cache and
+ * event). A leader keeps several caches per job for tens of thousands of jobs; `on()` would add an
+ * emitter and a listener set per event to each. They run before the `on()` listeners; one that
+ * throws is logged and ignored.
+ */
+export type CacheListeners<E extends EventMap> = {
+  // Named events only: the event maps' string index signature is not an event.
+  readonly [K in keyof E as string extends K ? never : K]?: (payload: E[K]) => void;
+};
+
+/** Loads in flight per ZooKeeper client; more wait their turn (see {@link CacheGroup}). */
+const MAX_CONCURRENT_LOADS = 128;
+
+/**
+ * The caches of one ZooKeeper client. One pair of connection listeners resyncs them all, and their
+ * loads share {@link MAX_CONCURRENT_LOADS} slots: a leader taking over 10,000 jobs, or resyncing
+ * after a reconnect, would otherwise have tens of thousands of reads (and their buffers, promises
+ * and callbacks) in flight at once, and the heap grows by hundreds of megabytes for that burst.
+ */
+class CacheGroup {
+  readonly caches = new Set<{ resync(): void }>();
+  private active = 0;
+  /** FIFO of loads waiting for a slot; `head` avoids O(n) shifts on long queues. */
+  private waiting: Array<() => void> = [];
+  private head = 0;
+  private readonly unsubscribe: Array<() => void>;
+
+  constructor(zk: ZkClient) {
+    const resync = () => {
+      for (const cache of [...this.caches]) cache.resync();
+    };
+    this.unsubscribe = [zk.on('reconnected', resync), zk.on('session:renewed', resync)];
+  }
+
+  acquire(): Promise<void> | undefined {
+    if (this.active < MAX_CONCURRENT_LOADS) {
+      this.active += 1;
+      return undefined;
+    }
+    return new Promise<void>((resolve) => this.waiting.push(resolve));
+  }
+
+  /** Hands the slot to the next waiting load, if any. */
+  release(): void {
+    if (this.head < this.waiting.length) {
+      const next = this.waiting[this.head]!;
+      this.head += 1;
+      if (this.head === this.waiting.length) {
+        this.waiting = [];
+        this.head = 0;
+      }
+      next();
+    } else {
+      this.active -= 1;
+    }
+  }
+
+  stop(): void {
+    for (const off of this.unsubscribe) off();
+  }
+}
+
+const groups = new WeakMap<ZkClient, CacheGroup>();
+
+/** The `on()` side of a cache, made on first subscription. */
+class CacheEmitter<E extends EventMap> extends TypedEmitter<E> {
+  fire<K extends keyof E>(event: K, payload: E[K]): void {
+    this.emit(event, payload);
+  }
+
+  clear(): void {
+    this.removeAllListeners();
+  }
+}
 
 /**
  * What the ZooKeeper caches share: loads are serialized (a change during a load schedules one
- * more), a reconnect or a new session forces a full reload (watches of a dead session are gone, and
- * the generation counter turns callbacks armed before it into no-ops), and close is idempotent.
+ * more), a reconnect or a new session forces a full reload (watches of a dead session are gone),
+ * and close is idempotent. Every cache has one watcher function for its life: ZooKeeper watches are
+ * one-shot, and a watch armed before a resync that fires later only causes one more reload.
  */
-export abstract class WatchedCache<E extends EventMap & { error: { error: unknown } }> extends TypedEmitter<E> {
-  /** Bumped on resync and close: watch callbacks from an older generation are ignored. */
-  protected generation = 0;
+export abstract class WatchedCache<E extends EventMap & { error: { error: unknown } }> {
   protected closed = false;
-  protected readonly reloads: CoalescingRunner;
-  private readonly unsubscribe: Array<() => void> = [];
+  protected readonly log: Logger;
+  private emitter: CacheEmitter<E> | undefined;
+  /** The loop of loads in progress; requests made meanwhile set `again` and share it. */
+  private running: Promise<void> | undefined;
+  /** The load() call in progress, which close() waits for. */
+  private loading: Promise<void> | undefined;
+  private again = false;
+  private group: CacheGroup | undefined;
+
+  /** Reloads; shared by every watch this cache sets on its own path (bound once, not per load). */
+  protected readonly watcher: ZkWatcher = this.onWatch.bind(this);
 
   protected constructor(
     protected readonly zk: ZkClient,
     protected readonly path: string,
-    what: string,
+    private readonly what: string,
     logger?: Logger,
+    private readonly initialListeners?: CacheListeners<E>,
   ) {
-    super(logger);
-    this.reloads = new CoalescingRunner(
-      () => this.load(),
-      (error) => {
-        // Connection trouble: the reconnect or renew handler will resync us.
-        this.emitterLogger.warn({ err: error, path }, `${what} reload failed`);
-        (this.emit as (event: 'error', payload: { error: unknown }) => void)('error', { error });
-      },
-    );
+    this.log = logger ?? silentLogger;
+  }
+
+  /** Subscribes; returns a function that unsubscribes. Listener exceptions are logged and ignored. */
+  on<K extends keyof E>(event: K, listener: (payload: E[K]) => void): () => void {
+    return (this.emitter ??= new CacheEmitter<E>(this.log)).on(event, listener);
+  }
+
+  /** Subscribes for one event only. */
+  once<K extends keyof E>(event: K, listener: (payload: E[K]) => void): () => void {
+    return (this.emitter ??= new CacheEmitter<E>(this.log)).once(event, listener);
+  }
+
+  off<K extends keyof E>(event: K, listener: (payload: E[K]) => void): void {
+    this.emitter?.off(event, listener);
+  }
+
+  /** Number of `on()` listeners, for leak checks in tests. */
+  listenerCount(event: keyof E): number {
+    return this.emitter?.listenerCount(event) ?? 0;
   }
 
   /** One load: read, re-arm watches, emit differences. */
@@ -41,32 +138,95 @@ export abstract class WatchedCache<E extends EventMap & { error: { error: unknow
   /** Forces a full reload; used after reconnects and new sessions. */
   resync(): void {
     if (this.closed) return;
-    this.generation += 1;
     this.onResync();
     void this.reload();
   }
 
   /** Resolves once any load in progress (and those it scheduled) has finished. */
   async settled(): Promise<void> {
-    await this.reloads.settled();
+    while (this.running) await this.running;
   }
 
   async close(): Promise<void> {
+    if (this.closed) return;
     this.closed = true;
-    this.generation += 1;
-    for (const off of this.unsubscribe.splice(0)) off();
-    await this.reloads.stop();
-    this.removeAllListeners();
+    this.leaveGroup();
+    // A load still waiting for its slot is skipped when the slot comes; only one running now is awaited.
+    await this.loading?.catch(() => undefined);
+    this.emitter?.clear();
   }
 
-  /** Subscribes to reconnects and new sessions, then loads once. */
+  /** Joins the client's group (resyncs, load slots), then loads once. */
   protected async begin(): Promise<void> {
-    const resync = () => this.resync();
-    this.unsubscribe.push(this.zk.on('reconnected', resync), this.zk.on('session:renewed', resync));
+    if (this.closed || this.group) return this.settled();
+    let group = groups.get(this.zk);
+    if (!group) groups.set(this.zk, (group = new CacheGroup(this.zk)));
+    group.caches.add(this);
+    this.group = group;
     await this.reload();
   }
 
   protected reload(): Promise<void> {
-    return this.closed ? Promise.resolve() : this.reloads.request();
+    if (this.closed) return Promise.resolve();
+    if (this.running) {
+      this.again = true;
+      return this.running;
+    }
+    this.running = this.runLoads().finally(() => (this.running = undefined));
+    return this.running;
+  }
+
+  /** From inside load(): run once more after this load. */
+  protected loadAgain(): void {
+    this.again = true;
+  }
+
+  protected emit<K extends keyof E>(event: K, payload: E[K]): void {
+    const listeners = this.initialListeners as { [K in keyof E]?: (payload: E[K]) => void } | undefined;
+    const listener = listeners?.[event];
+    if (listener) {
+      try {
+        listener.call(listeners, payload);
+      } catch (err) {
+        this.log.error({ err, event: String(event), path: this.path }, 'cache listener threw; ignored');
+      }
+    }
+    this.emitter?.fire(event, payload);
+  }
+
+  private onWatch(): void {
+    if (!this.closed) void this.reload();
+  }
+
+  private async runLoads(): Promise<void> {
+    do {
+      this.again = false;
+      const group = this.group;
+      await group?.acquire();
+      try {
+        if (this.closed) return;
+        this.loading = this.load();
+        await this.loading;
+      } catch (error) {
+        // Connection trouble: the reconnect or renew handler will resync us.
+        if (!this.closed) {
+          this.log.warn({ err: error, path: this.path }, `${this.what} reload failed`);
+          (this.emit as (event: 'error', payload: { error: unknown }) => void)('error', { error });
+        }
+      } finally {
+        this.loading = undefined;
+        group?.release();
+      }
+    } while (this.again && !this.closed);
+  }
+
+  private leaveGroup(): void {
+    const group = this.group;
+    if (!group) return;
+    group.caches.delete(this);
+    if (group.caches.size === 0 && groups.get(this.zk) === group) {
+      group.stop();
+      groups.delete(this.zk);
+    }
   }
 }
