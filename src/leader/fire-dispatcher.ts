@@ -2,6 +2,7 @@ import type { ExecutionRequest, ExecutionSource } from '../shared/execution-requ
 import { fireLedgerCodec, type FireLedger } from '../shared/fire-ledger';
 import type { Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry-paths';
+import { forEachLimited } from '../shared/concurrency';
 import { ErrorCodes } from '../shared/errors';
 import { ZkError, type ZkClient } from '../shared/zk';
 import { assignmentStillValid, changedItems, computeAssignment, type Assignment } from './assignment';
@@ -14,10 +15,12 @@ export interface JobState {
   view: JobView;
   assignment: Assignment | undefined;
   needsReshard: boolean;
-  /** Paths of the ledger and item-instance nodes known to exist (created once, then only set). */
-  nodesReady: Set<string>;
+  /** Whether the ledger node exists (created once, then only set). */
+  ledgerReady: boolean;
+  /** Items whose `sharding/{i}/instance` node is known to exist; made at the first reshard. */
+  ownerNodes?: Set<number>;
   /** Items whose `sharding/{i}/instance` node could not be written yet; retried with the next fire. */
-  unrecorded: Set<number>;
+  unrecorded?: Set<number>;
 }
 
 /** What one fire of one job will do; built first, committed to ZooKeeper, then enqueued. */
@@ -36,6 +39,8 @@ export type SkipReason = 'disabled' | 'no-config' | 'no-eligible-instance' | 'mi
 
 /** A ZooKeeper multi may hold this many ops; keeps each request far below jute.maxbuffer (1 MB). */
 const OPS_PER_MULTI = 400;
+/** Multis of one tick in flight at once: enough to hide round trips, few enough to keep the garbage young. */
+const MULTIS_IN_FLIGHT = 4;
 
 /**
  * Turns due fires into ledgers and execution requests. Planning reads only the caches; the commit
@@ -104,16 +109,27 @@ export class FireDispatcher {
    */
   async commit(plans: readonly FirePlan[], states: ReadonlyMap<string, JobState>, fence: Fence): Promise<void> {
     await this.ensureLedgerNodes(plans, states);
-    let tx = this.zk.fencedMulti(fence);
+    // Chunks of jobs, each encoded only when its multi is about to be sent.
+    const chunks: FirePlan[][] = [[]];
+    let ops = 1;
     for (const plan of plans) {
-      tx.set(registryPaths.leaderFire(plan.job), fireLedgerCodec.encode(plan.ledger));
-      if (plan.clearFlag) tx.delete(registryPaths.leaderShardingNecessary(plan.job));
-      if (tx.size >= OPS_PER_MULTI) {
-        await tx.commit();
-        tx = this.zk.fencedMulti(fence);
+      const size = plan.clearFlag ? 2 : 1;
+      if (ops + size > OPS_PER_MULTI) {
+        chunks.push([]);
+        ops = 1;
       }
+      chunks[chunks.length - 1].push(plan);
+      ops += size;
     }
-    if (tx.size > 1) await tx.commit();
+    await forEachLimited(chunks, MULTIS_IN_FLIGHT, async (chunk) => {
+      if (chunk.length === 0) return;
+      const tx = this.zk.fencedMulti(fence);
+      for (const plan of chunk) {
+        tx.set(registryPaths.leaderFire(plan.job), fireLedgerCodec.encode(plan.ledger));
+        if (plan.clearFlag) tx.delete(registryPaths.leaderShardingNecessary(plan.job));
+      }
+      await tx.commit();
+    });
   }
 
   /**
@@ -123,7 +139,7 @@ export class FireDispatcher {
    * of items costs a few transactions and no time on the fire's critical path.
    */
   async recordAssignments(plans: readonly FirePlan[], states: ReadonlyMap<string, JobState>, fence: Fence): Promise<void> {
-    const writes: Array<{ job: string; item: number; owner: string; ready: Set<string> | undefined }> = [];
+    const writes: Array<{ job: string; item: number; owner: string; state: JobState | undefined }> = [];
     const pending: Array<{ state: JobState; items: Set<number> }> = [];
     for (const plan of plans) {
       const state = states.get(plan.job);
@@ -131,20 +147,21 @@ export class FireDispatcher {
       if (items.size === 0) continue;
       const owners = new Map<number, string>();
       for (const [instanceId, owned] of Object.entries(plan.assignment)) for (const item of owned) owners.set(item, instanceId);
-      for (const item of items) if (owners.has(item)) writes.push({ job: plan.job, item, owner: owners.get(item)!, ready: state?.nodesReady });
+      for (const item of items) if (owners.has(item)) writes.push({ job: plan.job, item, owner: owners.get(item)!, state });
       // Until they are written, they are retried with the job's next fire.
       if (state) {
+        state.unrecorded ??= new Set();
         for (const item of items) if (owners.has(item)) state.unrecorded.add(item);
         pending.push({ state, items });
       }
     }
     if (writes.length === 0) return;
-    const missing = await this.missingItemNodes(writes.filter((w) => !w.ready?.has(registryPaths.shardingInstance(w.job, w.item))));
+    const missing = await this.missingItemNodes(writes.filter((w) => !w.state?.ownerNodes?.has(w.item)));
     let tx = this.zk.fencedMulti(fence);
     let batch: typeof writes = [];
     const flush = async () => {
       if (tx.size > 1) await tx.commit();
-      for (const w of batch) w.ready?.add(registryPaths.shardingInstance(w.job, w.item));
+      for (const w of batch) if (w.state) (w.state.ownerNodes ??= new Set()).add(w.item);
       tx = this.zk.fencedMulti(fence);
       batch = [];
     };
@@ -158,7 +175,10 @@ export class FireDispatcher {
       if (tx.size >= OPS_PER_MULTI) await flush();
     }
     await flush();
-    for (const { state, items } of pending) for (const item of items) state.unrecorded.delete(item);
+    for (const { state, items } of pending) {
+      for (const item of items) state.unrecorded?.delete(item);
+      if (state.unrecorded?.size === 0) state.unrecorded = undefined;
+    }
   }
 
   /** Enqueues the requests of every plan, grouped per queue. */
@@ -222,13 +242,12 @@ export class FireDispatcher {
 
   /** Creates, once per job, the ledger node the commit only `set`s. */
   private async ensureLedgerNodes(plans: readonly FirePlan[], states: ReadonlyMap<string, JobState>): Promise<void> {
-    const missing = plans.map((p) => p.job).filter((job) => !states.get(job)?.nodesReady.has(registryPaths.leaderFire(job)));
-    await Promise.all(
-      missing.map(async (job) => {
-        const path = registryPaths.leaderFire(job);
-        if (!(await this.zk.exists(path))) await this.zk.ensurePath(path);
-        states.get(job)?.nodesReady.add(path);
-      }),
-    );
+    const missing = plans.filter((p) => states.get(p.job)?.ledgerReady === false).map((p) => p.job);
+    await forEachLimited(missing, 128, async (job) => {
+      const path = registryPaths.leaderFire(job);
+      if (!(await this.zk.exists(path))) await this.zk.ensurePath(path);
+      const state = states.get(job);
+      if (state) state.ledgerReady = true;
+    });
   }
 }

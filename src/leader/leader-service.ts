@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { parseCron } from '../shared/cron';
+import { forEachLimited } from '../shared/concurrency';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 import type { ExecutionSource } from '../shared/execution-request';
 import { fireLedgerCodec, type FireLedger } from '../shared/fire-ledger';
@@ -10,8 +11,8 @@ import { TypedEmitter } from '../shared/typed-emitter';
 import { ChildrenCache, type ZkClient } from '../shared/zk';
 import { FailoverCoordinator, findOrphanedQueues, type MissedItem, type MoveReason } from './failover';
 import { FireDispatcher, type FirePlan, type JobState, type SkipReason } from './fire-dispatcher';
-import { FireTimer, systemClock, type Clock, type DueJob } from './fire-timer';
-import { JobView } from './job-view';
+import { FireTimer, systemClock, type Clock, type DueJob, type FireSchedule } from './fire-timer';
+import { JobView, type LiveInstance } from './job-view';
 import { LeaderElection } from './leader-election';
 import { QueuePool, REQUEST_RETENTION_MS } from './queue-pool';
 
@@ -36,6 +37,30 @@ export interface LeaderServiceOptions {
 export const MAX_DISPATCH_LEAD_MS = 800;
 /** How many recent tick preparations the lead adapts to. */
 const LEAD_WINDOW = 8;
+/** Jobs whose views load at the same time when leadership begins. */
+const JOBS_LOADING_AT_ONCE = 256;
+
+/**
+ * Parsed schedules shared by every job with the same cron and time zone (a parsed expression is
+ * immutable apart from its own memo), so 10,000 jobs on a few schedules hold a few parses.
+ */
+class ScheduleCache {
+  private readonly parsed = new Map<string, FireSchedule>();
+
+  get(cron: string, timeZone: string | undefined): FireSchedule {
+    const key = `${timeZone ?? ''}\u0000${cron}`;
+    let schedule = this.parsed.get(key);
+    if (!schedule) {
+      schedule = parseCron(cron, timeZone);
+      this.parsed.set(key, schedule);
+    }
+    return schedule;
+  }
+
+  clear(): void {
+    this.parsed.clear();
+  }
+}
 
 export interface LeaderServiceEvents {
   [event: string]: object;
@@ -80,6 +105,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   /** Current dispatch lead, and the durations of recent tick preparations it follows. */
   private leadMs: number;
   private readonly prepareDurations: number[] = [];
+  private readonly schedules = new ScheduleCache();
   private generation = 0;
   private closing: Promise<void> | undefined;
 
@@ -156,7 +182,8 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       await jobsCache.start();
       // Every job must be loaded before the timer starts and before the orphan sweep, which
       // would otherwise take live instances' queues for dead ones.
-      await Promise.all(jobsCache.names().map((name) => this.addJob(name, generation)));
+      // Bounded: each load reads a ledger and failover intents, which the caches' limit does not cover.
+      await forEachLimited(jobsCache.names(), JOBS_LOADING_AT_ONCE, (name) => this.addJob(name, generation));
     } catch (err) {
       this.log.error({ err }, 'could not load the jobs; waiting for the next election');
       return;
@@ -177,6 +204,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.jobs.clear();
     this.loading.clear();
     this.missedWhileSuspended.clear();
+    this.schedules.clear();
     await Promise.allSettled([cache?.close(), ...states.map((s) => s.view.close())]);
   }
 
@@ -191,8 +219,9 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   }
 
   private async loadJob(name: string, generation: number): Promise<void> {
-    const view = new JobView(this.options.zk, name, this.log.child({ job: name }));
-    const state: JobState = { view, assignment: undefined, needsReshard: true, nodesReady: new Set(), unrecorded: new Set() };
+    // The view names its job in what it logs; a child logger per job would cost memory at 10,000 jobs.
+    const view = new JobView(this.options.zk, name, this.log);
+    const state: JobState = { view, assignment: undefined, needsReshard: true, ledgerReady: false };
     this.jobs.set(name, state);
     view.on('config:changed', ({ config, previous }) => this.onConfig(name, config, previous));
     view.on('config:invalid', ({ error }) => this.emit('job:invalid', { job: name, error }));
@@ -204,7 +233,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     });
     await view.start();
     if (generation !== this.generation) return view.close();
-    const ledger = await this.readLedger(name, state.nodesReady);
+    const ledger = await this.readLedger(name, state);
     state.assignment = ledger ? this.assignmentOf(ledger) : undefined;
     if (ledger) await this.replay(name, ledger);
     await this.failover.resumeIntents(name).catch((err) => this.log.error({ err, job: name }, 'could not finish failover intents'));
@@ -234,7 +263,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       return;
     }
     try {
-      timer.schedule(job, parseCron(config.cron, config.timeZone), after ?? this.clock.now());
+      timer.schedule(job, this.schedules.get(config.cron, config.timeZone), after ?? this.clock.now());
     } catch (err) {
       this.log.error({ err, job }, 'cannot schedule job');
       this.emit('job:invalid', { job, error: err });
@@ -350,11 +379,38 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   }
 
   /**
+   * Sends the requests of instances that died or began draining since the plan was made to live
+   * ones instead (round robin over the eligible instances): nothing ran yet, so this is what
+   * planning at the fire time would have done. The ledger still names the old owner; the next fire
+   * reshards, since the assignment no longer holds.
+   */
+  private reroute(plan: FirePlan): void {
+    const view = this.jobs.get(plan.job)?.view;
+    if (!view) return;
+    let targets: readonly LiveInstance[] | undefined;
+    let next = 0;
+    for (const [instanceId, queue] of Object.entries(plan.ledger.queues)) {
+      const info = view.instance(instanceId);
+      if (info && info.queue === queue && info.state === 'ready') continue;
+      targets ??= view.eligibleInstances();
+      if (targets.length === 0) return;
+      const requests = plan.requests.get(queue) ?? [];
+      plan.requests.delete(queue);
+      for (const request of requests) {
+        const target = targets[next++ % targets.length];
+        plan.requests.set(target.info.queue, [...(plan.requests.get(target.info.queue) ?? []), request]);
+      }
+      this.log.info({ job: plan.job, fireTime: plan.ledger.fireTime, from: instanceId, items: requests.map((r) => r.item) }, 'instance left before the fire; its items go to live instances');
+    }
+  }
+
+  /**
    * Enqueues committed fires, then does what their ledgers imply but the enqueue does not. After a
    * change of leadership (`generation` moved on) only the enqueue is left: the job views that the
    * rest relies on are gone or new, and the next leader replays these ledgers anyway.
    */
   private async release(plans: readonly FirePlan[], generation: number): Promise<void> {
+    if (generation === this.generation) for (const plan of plans) this.reroute(plan);
     await this.dispatcher.enqueue(plans);
     for (const plan of plans) {
       const items = [...plan.requests.values()].reduce((n, list) => n + list.length, 0);
@@ -422,10 +478,10 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
 
   // ---- takeover ---------------------------------------------------------------------------
 
-  private async readLedger(job: string, nodesReady: Set<string>): Promise<FireLedger | undefined> {
+  private async readLedger(job: string, state: JobState): Promise<FireLedger | undefined> {
     const path = registryPaths.leaderFire(job);
     const text = await this.options.zk.getText(path);
-    if (text !== undefined) nodesReady.add(path);
+    if (text !== undefined) state.ledgerReady = true;
     if (!text) return undefined;
     try {
       return fireLedgerCodec.decode(Buffer.from(text), path);

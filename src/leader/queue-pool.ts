@@ -1,6 +1,7 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { executionJobId, type ExecutionRequest } from '../shared/execution-request';
+import { forEachLimited } from '../shared/concurrency';
 import { QUEUE_PREFIX } from '../shared/queue-names';
 
 /**
@@ -13,6 +14,10 @@ export const REQUEST_RETENTION_MS = 10 * 60_000;
 
 /** Requests per addBulk call. */
 export const ENQUEUE_CHUNK = 100;
+/** addBulk calls in flight at once. */
+const CHUNKS_IN_FLIGHT = 8;
+/** Retention of finished requests, the same for every request. */
+const JOB_OPTIONS = { removeOnComplete: { age: Math.ceil(REQUEST_RETENTION_MS / 1000) }, removeOnFail: { age: 24 * 3600 } };
 
 /** One BullMQ Queue object per instance queue, over one shared Redis connection. */
 export class QueuePool {
@@ -30,26 +35,21 @@ export class QueuePool {
   }
 
   /**
-   * Enqueues requests: addBulk calls of at most {@link ENQUEUE_CHUNK} per queue, all sent at once
-   * (one connection, so Redis runs them in order). Each addBulk is one MULTI, invisible to workers
-   * until it has run whole; chunks let workers start on the first requests of a big fire while
-   * the rest are still being added. Idempotent by job id.
+   * Enqueues requests: addBulk calls of at most {@link ENQUEUE_CHUNK} per queue, at most
+   * {@link CHUNKS_IN_FLIGHT} at once. Each addBulk is one MULTI, invisible to workers until it has
+   * run whole: chunks let workers start on the first requests of a big fire while the rest are
+   * still being added, and a bounded number in flight keeps a 10,000-job fire's BullMQ objects
+   * short-lived instead of all alive at once. Idempotent by job id.
    */
   async enqueue(byQueue: ReadonlyMap<string, readonly ExecutionRequest[]>): Promise<void> {
-    const age = Math.ceil(REQUEST_RETENTION_MS / 1000);
-    const calls: Array<Promise<unknown>> = [];
+    const chunks: Array<{ queue: Queue; requests: readonly ExecutionRequest[] }> = [];
     for (const [name, requests] of byQueue) {
       const queue = this.get(name);
-      for (let i = 0; i < requests.length; i += ENQUEUE_CHUNK) {
-        const chunk = requests.slice(i, i + ENQUEUE_CHUNK).map((request) => ({
-          name: request.job,
-          data: request,
-          opts: { jobId: executionJobId(request), removeOnComplete: { age }, removeOnFail: { age: 24 * 3600 } },
-        }));
-        calls.push(queue.addBulk(chunk));
-      }
+      for (let i = 0; i < requests.length; i += ENQUEUE_CHUNK) chunks.push({ queue, requests: requests.slice(i, i + ENQUEUE_CHUNK) });
     }
-    await Promise.all(calls);
+    await forEachLimited(chunks, CHUNKS_IN_FLIGHT, ({ queue, requests }) =>
+      queue.addBulk(requests.map((request) => ({ name: request.job, data: request, opts: { jobId: executionJobId(request), ...JOB_OPTIONS } }))),
+    );
   }
 
   async close(): Promise<void> {
