@@ -20,6 +20,7 @@ export class ZkNamespace {
   readonly root: string;
   /** The ACL every node of the namespace is created with. */
   readonly acls: zookeeper.ACL[];
+  private readonly rawWatchers = new WeakMap<ZkWatcher, (event: zookeeper.Event) => void>();
 
   constructor(namespace: string, withDigest: boolean, private readonly log: Logger) {
     this.root = `/${namespace}`;
@@ -49,23 +50,31 @@ export class ZkNamespace {
   }
 
   /**
-   * A raw watcher that hands `watcher` a named event with a relative path. A watcher that throws
-   * is logged and ignored: the exception would otherwise surface in the client's event loop.
+   * The raw watcher that hands `watcher` a named event with a relative path; one per `watcher`,
+   * so node-zookeeper-client, which skips a watcher already registered on a path only when it is
+   * the same function, does not pile up a copy (and a second notification) at every re-read of a
+   * path whose watch is still armed. A watcher that throws is logged and ignored: the exception
+   * would otherwise surface in the client's event loop.
    */
   watcher(watcher: ZkWatcher): (event: zookeeper.Event) => void {
-    return (event) => {
-      const type = event.getType();
-      const kind =
-        type === zookeeper.Event.NODE_CREATED ? 'created'
-        : type === zookeeper.Event.NODE_DELETED ? 'deleted'
-        : type === zookeeper.Event.NODE_DATA_CHANGED ? 'dataChanged'
-        : type === zookeeper.Event.NODE_CHILDREN_CHANGED ? 'childrenChanged'
-        : 'other';
-      try {
-        watcher({ type: kind, path: this.rel(event.getPath()) });
-      } catch (err) {
-        this.log.error({ err }, 'ZooKeeper watcher threw; ignored');
-      }
-    };
+    let raw = this.rawWatchers.get(watcher);
+    if (!raw) {
+      raw = (event) => {
+        const type = event.getType();
+        const kind =
+          type === zookeeper.Event.NODE_CREATED ? 'created'
+          : type === zookeeper.Event.NODE_DELETED ? 'deleted'
+          : type === zookeeper.Event.NODE_DATA_CHANGED ? 'dataChanged'
+          : type === zookeeper.Event.NODE_CHILDREN_CHANGED ? 'childrenChanged'
+          : 'other';
+        try {
+          watcher({ type: kind, path: this.rel(event.getPath()) });
+        } catch (err) {
+          this.log.error({ err }, 'ZooKeeper watcher threw; ignored');
+        }
+      };
+      this.rawWatchers.set(watcher, raw);
+    }
+    return raw;
   }
 }
