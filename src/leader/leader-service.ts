@@ -106,6 +106,8 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   private leadMs: number;
   private readonly prepareDurations: number[] = [];
   private readonly schedules = new ScheduleCache();
+  /** The tick queued on the chain and not started yet, which new wake-ups join. */
+  private waitingTick: { due: Map<string, DueJob>; late: boolean; earliest: number } | undefined;
   private generation = 0;
   private closing: Promise<void> | undefined;
 
@@ -274,7 +276,27 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
 
   /** `late`: every fire is late (catch-up after a suspension), whatever the clock says. */
   private onDue(due: DueJob[], late = false): Promise<void> {
-    return this.onChain(() => this.tick(due, late), 'fire tick failed');
+    // A tick still waiting for the chain after its fire time means the leader fell behind (a
+    // takeover of 10,000 jobs, a stalled ZooKeeper): later wake-ups join it instead of queueing
+    // behind it, so it catches up in one tick, each job once under its earliest due time (the
+    // misfire rule; skipped when misfire is off), instead of working through a backlog that keeps
+    // every later fire late too.
+    const waiting = this.waitingTick;
+    if (waiting && this.clock.now() > waiting.earliest) {
+      waiting.late ||= late;
+      for (const d of due) {
+        const known = waiting.due.get(d.job);
+        if (known) known.fireTimes.push(...d.fireTimes);
+        else waiting.due.set(d.job, { ...d, fireTimes: [...d.fireTimes] });
+      }
+      return this.tickChain;
+    }
+    const tick = { due: new Map(due.map((d) => [d.job, d])), late, earliest: due.reduce((min, d) => Math.min(min, d.fireTimes[0]), Number.POSITIVE_INFINITY) };
+    this.waitingTick = tick;
+    return this.onChain(() => {
+      if (this.waitingTick === tick) this.waitingTick = undefined;
+      return this.tick([...tick.due.values()], tick.late);
+    }, 'fire tick failed');
   }
 
   private onChain(task: () => Promise<void>, failure: string): Promise<void> {
