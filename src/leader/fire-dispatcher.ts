@@ -82,7 +82,7 @@ export class FireDispatcher {
     const queues: Record<string, string> = {};
     for (const [instanceId, items] of Object.entries(assignment)) {
       const queue = view.instance(instanceId)!.queue;
-      const enabled = items.filter((item) => !view.itemFlags(item).disabled);
+      const enabled = items.filter((item) => !view.itemDisabled(item));
       if (enabled.length === 0) continue;
       dispatched[instanceId] = enabled;
       queues[instanceId] = queue;
@@ -194,19 +194,20 @@ export class FireDispatcher {
     await this.queues.enqueue(byQueue);
   }
 
-  /** Items running now on an eligible instance, read from their `running` nodes (only at reshard). */
+  /**
+   * Items running now on an eligible instance, read from their `running` nodes. Only at a reshard,
+   * which keeps such items where they run; one read per item, a bounded number at a time.
+   */
   private async runningItems(state: JobState, total: number, eligible: ReadonlySet<string>): Promise<Map<number, string>> {
     const running = new Map<number, string>();
-    const reads: Array<Promise<void>> = [];
-    for (let item = 0; item < total; item += 1) {
-      if (!state.view.itemFlags(item).running) continue;
-      reads.push(
-        this.zk.getText(registryPaths.shardingRunning(state.view.job, item)).then((owner) => {
-          if (owner && eligible.has(owner)) running.set(item, owner);
-        }),
-      );
-    }
-    await Promise.all(reads);
+    await forEachLimited(
+      Array.from({ length: total }, (_, item) => item),
+      64,
+      async (item) => {
+        const owner = await this.zk.getText(registryPaths.shardingRunning(state.view.job, item));
+        if (owner && eligible.has(owner)) running.set(item, owner);
+      },
+    );
     return running;
   }
 

@@ -24,19 +24,6 @@ export interface JobViewEvents {
   'instance:draining': LiveInstance;
 }
 
-/** Flags under `sharding/{i}` that the leader acts on. */
-export interface ItemFlags {
-  readonly running: boolean;
-  readonly disabled: boolean;
-}
-
-/** The four flag combinations, shared: the fire path asks for every item of every fire. */
-const FLAGS: readonly ItemFlags[] = [
-  Object.freeze({ running: false, disabled: false }),
-  Object.freeze({ running: true, disabled: false }),
-  Object.freeze({ running: false, disabled: true }),
-  Object.freeze({ running: true, disabled: true }),
-];
 
 // Decoders shared by every view (the caches pass the path), so no job holds closures of its own.
 const decodeConfig = (data: Buffer, path: string): JobConfig => jobConfigCodec.decode(data, path);
@@ -116,8 +103,13 @@ export class JobView {
   private readonly instancesCache: ChildrenCache<InstanceInfo>;
   private readonly serversCache: ChildrenCache<string>;
   private readonly necessaryCache: NodeCache<true>;
-  /** Children of `sharding/{i}` for every item i below shardingTotalCount. */
-  private readonly itemCaches: ChildrenCache[] = [];
+  /**
+   * `sharding/{i}/disabled` for every item i below shardingTotalCount: an existence watch, which
+   * the `running` locks that come and go with every execution do not trigger (a watch on the
+   * children of `sharding/{i}` did, costing the leader and ZooKeeper a notification and a
+   * re-read per execution). `running` is read when a reshard needs it.
+   */
+  private readonly disabledCaches: Array<NodeCache<true>> = [];
   private lastValid: JobConfig | undefined;
   /** {@link eligibleInstances}, until an instance or server changes. */
   private eligible: readonly LiveInstance[] | undefined;
@@ -148,7 +140,7 @@ export class JobView {
     await Promise.all([this.configCache.start(), this.instancesCache.start(), this.serversCache.start(), this.necessaryCache.start()]);
     const value = this.configCache.value;
     if (value && !this.lastValid) this.acceptConfig(value);
-    await Promise.all(this.itemCaches.map((cache) => cache.settled()));
+    await Promise.all(this.disabledCaches.map((cache) => cache.settled()));
     return this;
   }
 
@@ -189,11 +181,9 @@ export class JobView {
     return this.instancesCache.get(instanceId)?.data;
   }
 
-  /** Flags of an item (a shared object: do not modify it); none for items beyond the total. */
-  itemFlags(item: number): ItemFlags {
-    const cache = this.itemCaches[item];
-    if (!cache || cache.size === 0) return FLAGS[0]!;
-    return FLAGS[(cache.has('running') ? 1 : 0) + (cache.has('disabled') ? 2 : 0)]!;
+  /** True when `sharding/{item}/disabled` exists (false for items beyond the total). */
+  itemDisabled(item: number): boolean {
+    return this.disabledCaches[item]?.exists ?? false;
   }
 
   async close(): Promise<void> {
@@ -203,9 +193,9 @@ export class JobView {
       this.instancesCache.close(),
       this.serversCache.close(),
       this.necessaryCache.close(),
-      ...this.itemCaches.map((c) => c.close()),
+      ...this.disabledCaches.map((c) => c.close()),
     ]);
-    this.itemCaches.length = 0;
+    this.disabledCaches.length = 0;
     this.subscriptions = [];
   }
 
@@ -297,13 +287,13 @@ export class JobView {
     }
   }
 
-  /** Watches `sharding/{i}` for i below `total` (absent nodes are waited for), and no other item. */
+  /** Watches `sharding/{i}/disabled` for i below `total`, and no other item. */
   private watchItems(total: number): void {
     if (this.closed) return;
-    for (const cache of this.itemCaches.splice(total)) void cache.close();
-    for (let item = this.itemCaches.length; item < total; item += 1) {
-      const cache = new ChildrenCache(this.zk, { path: registryPaths.shardingItem(this.job, item), logger: this.log });
-      this.itemCaches.push(cache);
+    for (const cache of this.disabledCaches.splice(total)) void cache.close();
+    for (let item = this.disabledCaches.length; item < total; item += 1) {
+      const cache = new NodeCache(this.zk, { path: registryPaths.shardingDisabled(this.job, item), decode: decodeFlag, logger: this.log });
+      this.disabledCaches.push(cache);
       cache.start().catch((err) => this.log.warn({ err, job: this.job, item }, 'could not watch sharding item'));
     }
   }

@@ -37,6 +37,8 @@ export interface LeaderServiceOptions {
 export const MAX_DISPATCH_LEAD_MS = 800;
 /** How many recent tick preparations the lead adapts to. */
 const LEAD_WINDOW = 8;
+/** Jobs planned at the same time in one tick (only a reshard makes planning wait for reads). */
+const PLANS_AT_ONCE = 32;
 /** Jobs whose views load at the same time when leadership begins. */
 const JOBS_LOADING_AT_ONCE = 256;
 
@@ -315,16 +317,17 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       for (const d of due) this.emit('fire:skipped', { job: d.job, fireTime: d.fireTimes[d.fireTimes.length - 1], reason: 'not-leader' });
       return;
     }
-    const plans: FirePlan[] = [];
-    for (const d of due) {
+    const planned: Array<FirePlan | undefined> = new Array(due.length);
+    // Planning reads nothing unless a job reshards (then its `running` nodes): several at a time.
+    await forEachLimited(due.keys(), PLANS_AT_ONCE, async (i) => {
+      const d = due[i];
       // Several due fire times run once ("fire once now"), under the earliest: a fire that a dead
       // leader never dispatched still runs exactly once as itself; the later ones are coalesced.
       const fireTime = d.fireTimes[0];
       const late = forceLate || d.fireTimes.length > 1 || started - fireTime > this.lateToleranceMs;
-      const plan = await this.planFire(d.job, fireTime, late ? 'MISFIRE' : 'NORMAL', epoch);
-      if (plan) plans.push(plan);
-    }
-    await this.dispatch(plans, started);
+      planned[i] = await this.planFire(d.job, fireTime, late ? 'MISFIRE' : 'NORMAL', epoch);
+    });
+    await this.dispatch(planned.filter((p): p is FirePlan => p !== undefined), started);
   }
 
   /** Keeps the lead at twice the slowest recent preparation (within its bounds). */

@@ -143,8 +143,8 @@ describe('JobView', () => {
     expect(view.liveInstances()).toHaveLength(2);
     expect(view.instance('b')?.queue).toBe('qb');
     expect(view.instance('zz')).toBeUndefined();
-    expect(view.itemFlags(0)).toEqual({ running: false, disabled: false });
-    expect(view.itemFlags(7)).toEqual({ running: false, disabled: false });
+    expect(view.itemDisabled(0)).toBe(false);
+    expect(view.itemDisabled(7)).toBe(false);
     expect(view.shardingFlagged).toBe(false);
     // The shared reconnect/renew listeners: one pair per client, however many caches.
     expect(zk.listenerCount('reconnected')).toBe(1);
@@ -156,21 +156,27 @@ describe('JobView', () => {
     await put(paths.shardingDisabled(JOB, 1));
     await put(paths.leaderShardingNecessary(JOB));
     const view = await start();
-    expect(view.itemFlags(0)).toEqual({ running: true, disabled: false });
-    expect(view.itemFlags(1)).toEqual({ running: false, disabled: true });
+    expect(view.itemDisabled(0)).toBe(false);
+    expect(view.itemDisabled(1)).toBe(true);
     expect(view.shardingFlagged).toBe(true);
   });
 
-  it('does not watch `sharding` itself: items follow shardingTotalCount', async () => {
+  it('watches neither `sharding` nor the running locks: only the disabled flags of items below the total', async () => {
     const view = await start();
     const children = jest.spyOn(zk, 'children');
+    const reads = [jest.spyOn(zk, 'exists'), jest.spyOn(zk, 'get')];
     await admin.ensurePath(`${paths.jobSharding(JOB)}/9`);
+    // Executions come and go: their locks must not cost the leader a notification and a read each.
+    for (let i = 0; i < 3; i += 1) {
+      await put(paths.shardingRunning(JOB, 0), '', 'ephemeral');
+      await admin.delete(paths.shardingRunning(JOB, 0));
+    }
     // ZooKeeper delivers one client's notifications in order: once item 1's flag is seen, a watch
-    // on `sharding` (fired by item 9 first) would have made its read already.
+    // on `sharding` or on the running locks (fired first) would have made its read already.
     await put(paths.shardingDisabled(JOB, 1));
-    await waitFor(() => view.itemFlags(1).disabled, { message: 'item 1 disabled' });
-    expect(calledPaths(children).length).toBeGreaterThan(0);
-    expect(new Set(calledPaths(children))).toEqual(new Set([paths.shardingItem(JOB, 1)]));
+    await waitFor(() => view.itemDisabled(1), { message: 'item 1 disabled' });
+    expect(calledPaths(children)).toEqual([]);
+    expect(new Set(reads.flatMap(calledPaths))).toEqual(new Set([paths.shardingDisabled(JOB, 1)]));
   });
 
   it('reports joins, leaves and draining instances, with their info', async () => {
@@ -222,23 +228,19 @@ describe('JobView', () => {
     expect(reasons(seen)).toEqual(['server enabled/disabled', 'server added', 'server removed']);
   });
 
-  it('sees the sharding flag and per-item running/disabled flags', async () => {
+  it('sees the sharding flag and per-item disabled flags', async () => {
     const view = await start();
     const seen = record(view);
     await put(paths.leaderShardingNecessary(JOB));
     await waitFor(() => view.shardingFlagged, { message: 'flag' });
     expect(seen).toEqual([{ event: 'reshard:needed', payload: { reason: 'sharding flag set' } }]);
 
-    // Item 1 has no node yet: its cache waits for `sharding/1` to appear.
+    // Item 1 has no node yet: its cache waits for `sharding/1/disabled` to appear.
     await put(paths.shardingDisabled(JOB, 1));
-    await put(paths.shardingRunning(JOB, 0), '', 'ephemeral');
-    await waitFor(() => view.itemFlags(1).disabled && view.itemFlags(0).running, { message: 'item flags' });
-    expect(view.itemFlags(0)).toEqual({ running: true, disabled: false });
-    expect(view.itemFlags(1)).toEqual({ running: false, disabled: true });
+    await waitFor(() => view.itemDisabled(1), { message: 'item flags' });
+    expect(view.itemDisabled(0)).toBe(false);
     await admin.delete(paths.shardingDisabled(JOB, 1));
-    await waitFor(() => !view.itemFlags(1).disabled, { message: 'item 1 enabled' });
-    await admin.delete(paths.shardingRunning(JOB, 0));
-    await waitFor(() => !view.itemFlags(0).running, { message: 'item 0 stopped' });
+    await waitFor(() => !view.itemDisabled(1), { message: 'item 1 enabled' });
     await admin.delete(paths.leaderShardingNecessary(JOB));
     await waitFor(() => !view.shardingFlagged, { message: 'flag cleared' });
   });
@@ -255,16 +257,16 @@ describe('JobView', () => {
       previous: expect.objectContaining({ shardingTotalCount: 2 }),
     });
     await put(paths.shardingDisabled(JOB, 3));
-    await waitFor(() => view.itemFlags(3).disabled, { message: 'item 3 disabled' });
+    await waitFor(() => view.itemDisabled(3), { message: 'item 3 disabled' });
 
     await admin.set(paths.jobConfig(JOB), jobConfigCodec.encode(config({ shardingTotalCount: 1 })));
     await waitFor(() => view.config?.shardingTotalCount === 1, { message: 'lower total' });
     // Items past the total are no longer watched: their flags read as unset.
-    expect(view.itemFlags(3)).toEqual({ running: false, disabled: false });
+    expect(view.itemDisabled(3)).toBe(false);
 
     // Raising it again watches them afresh, starting from what is in ZooKeeper.
     await admin.set(paths.jobConfig(JOB), jobConfigCodec.encode(config({ shardingTotalCount: 4 })));
-    await waitFor(() => view.itemFlags(3).disabled, { message: 'item 3 watched again' });
+    await waitFor(() => view.itemDisabled(3), { message: 'item 3 watched again' });
   });
 
   it('reshards on a sharding strategy change', async () => {
@@ -300,7 +302,7 @@ describe('JobView', () => {
     await waitFor(() => view.config?.shardingTotalCount === 3, { message: 'first config' });
     expect(seen).toEqual([{ event: 'config:changed', payload: { config: expect.objectContaining({ shardingTotalCount: 3 }), previous: undefined } }]);
     await put(paths.shardingDisabled(JOB, 2));
-    await waitFor(() => view.itemFlags(2).disabled, { message: 'item 2 watched' });
+    await waitFor(() => view.itemDisabled(2), { message: 'item 2 watched' });
   });
 
   it('resyncs after a reconnect of the same session: every cache re-reads, changes made meanwhile are seen', async () => {
@@ -323,7 +325,7 @@ describe('JobView', () => {
     expect(events).toEqual(['suspended', 'reconnected']);
     expect(client.sessionId).toBe(sessionId);
 
-    await waitFor(() => view.eligibleInstances().length === 3 && view.itemFlags(0).disabled, { message: 'changes made during the partition' });
+    await waitFor(() => view.eligibleInstances().length === 3 && view.itemDisabled(0), { message: 'changes made during the partition' });
     // Every cache reloads, not only those whose watch fired: a watch may have been missed.
     const expected = [
       paths.jobConfig(JOB),
@@ -333,8 +335,8 @@ describe('JobView', () => {
       paths.jobServers(JOB),
       paths.jobServer(JOB, '10.0.0.1'),
       paths.leaderShardingNecessary(JOB),
-      paths.shardingItem(JOB, 0),
-      paths.shardingItem(JOB, 1),
+      paths.shardingDisabled(JOB, 0),
+      paths.shardingDisabled(JOB, 1),
     ];
     await eventually(() => expect([...new Set(reads.flatMap(calledPaths))]).toEqual(expect.arrayContaining(expected)));
 
@@ -370,8 +372,8 @@ describe('JobView', () => {
     await eventually(() => {
       expect(view.liveInstances().map((i) => i.instanceId)).toEqual(['a', 'c']);
       expect(view.eligibleInstances()).toEqual([]);
-      expect(view.itemFlags(0)).toEqual({ running: false, disabled: true });
-      expect(view.itemFlags(1)).toEqual({ running: true, disabled: false });
+      expect(view.itemDisabled(0)).toBe(true);
+      expect(view.itemDisabled(1)).toBe(false);
       expect(view.shardingFlagged).toBe(true);
       expect(view.config?.shardingTotalCount).toBe(3);
     });
@@ -382,7 +384,7 @@ describe('JobView', () => {
 
     // The new session's watches are armed: later changes arrive as usual.
     await admin.delete(paths.shardingDisabled(JOB, 0));
-    await waitFor(() => !view.itemFlags(0).disabled, { message: 'item 0 enabled after the resync' });
+    await waitFor(() => !view.itemDisabled(0), { message: 'item 0 enabled after the resync' });
   });
 
   it('shares one decoded instance object between jobs, and between reads of the same content', async () => {
