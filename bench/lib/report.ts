@@ -168,7 +168,7 @@ export function renderMarkdown(r: BenchResults): string {
       metric('job-fires dispatched per second', (c) => `${fmt(c.dispatchedPerSecond)} (needed ${fmt(c.jobs)})`),
       metric('ZooKeeper write ops per job per fire', (c) => fmt(c.zkWritesPerJobPerFire, 3)),
       metric('ZooKeeper transactions per job per fire', (c) => fmt(c.zkTxnsPerDispatchedJobFire, 4)),
-      metric('leader begins the enqueue (after timer, plan, ledger multis) p50 / p99', (c) => pair(c.stages?.enqueueBegins)),
+      metric('leader begins the enqueue (fire planned and ledgered ahead) p50 / p99', (c) => pair(c.stages?.enqueueBegins)),
       metric('leader dispatch lag (enqueue done) p50 / p99 / max', (c) => triple(c.dispatchLag)),
       metric('worker picks the request up p50 / p99', (c) => pair(c.stages?.pickedUp)),
       metric('fire-to-start latency p50 / p99 / max', (c) => triple(c.window.latency)),
