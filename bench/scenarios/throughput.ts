@@ -23,8 +23,6 @@ export interface ThroughputRound {
   addBulkMs?: number;
   zkWriteOps?: number;
   zkTxns?: number;
-  /** ZooKeeper requests sent by the worker processes per item (reads, single writes, multis). */
-  zkRequestsPerItem?: { reads: number; writes: number; multis: number };
   /** CPU time (utime + stime from /proc) per item during the round, microseconds: less noisy than wall time on a shared box. */
   cpuUsPerItem: { workers: number; leader?: number; redis: number; zookeeper?: number };
 }
@@ -70,21 +68,6 @@ function cpuMeter(pids: Record<string, number[]>): (items: number) => Record<str
   };
 }
 
-type ZkRequestCounts = { reads: number; writes: number; multis: number };
-
-/** Sum of the workers' ZooKeeper request counters (see bench/fixtures/shardcron-node.ts). */
-async function zkRequests(procs: readonly BenchProcess[]): Promise<ZkRequestCounts> {
-  const sum = { reads: 0, writes: 0, multis: 0 };
-  for (const p of procs) {
-    const counts = ((await p.report(0, 0)) as unknown as { zkRequests?: ZkRequestCounts }).zkRequests;
-    if (!counts) continue;
-    sum.reads += counts.reads;
-    sum.writes += counts.writes;
-    sum.multis += counts.multis;
-  }
-  return sum;
-}
-
 async function waitFinished(procs: readonly BenchProcess[], from: number, total: number) {
   return waitUntil(async () => {
     const r = mergeReports(await Promise.all(procs.map((p) => p.report(from, from + 1))));
@@ -110,15 +93,11 @@ async function shardcron(ctx: BenchContext, services: Services, workers: number,
       await setCron(zk, jobNames(spec), cronAt(fire));
       await sleepUntil(fire - 200);
       const before = await zkCounters(services.zk.port, namespace);
-      const requestsBefore = await zkRequests(procs);
       const cpu = cpuMeter({ workers: procs.map((p) => p.pid), leader: [leader.pid], redis: [services.redis.pid!], zookeeper: [services.zk.pid!] });
       const r = await waitFinished(procs, fire, JOBS * ITEMS);
       const c = cpu(r.finished);
       const after = await zkCounters(services.zk.port, namespace);
-      const requestsAfter = await zkRequests(procs);
-      const per = (k: keyof ZkRequestCounts) => round((requestsAfter[k] - requestsBefore[k]) / Math.max(r.finished, 1), 2);
       return {
-        zkRequestsPerItem: { reads: per('reads'), writes: per('writes'), multis: per('multis') },
         cpuUsPerItem: { workers: c.workers, leader: c.leader, redis: c.redis, zookeeper: c.zookeeper },
         items: r.finished,
         perSecond: perSecond(r.finished, r.lastFinish - r.firstStart),
@@ -180,13 +159,10 @@ async function bullmq(ctx: BenchContext, services: Services, workers: number): P
 
 export async function runThroughput(ctx: BenchContext): Promise<ThroughputResult> {
   const quick = ctx.mode === 'quick';
-  let rounds = quick ? 3 : 7;
+  const rounds = quick ? 3 : 7;
   ITEMS = quick ? 100 : 200;
   const runs: ThroughputRun[] = [];
-  // BENCH_THROUGHPUT_WORKERS=2 (or 1,4) measures only those pool sizes; BENCH_THROUGHPUT_ROUNDS overrides the round count.
-  const pools = (process.env.BENCH_THROUGHPUT_WORKERS ?? '1,2,4').split(',').map(Number).filter((n) => n > 0);
-  if (process.env.BENCH_THROUGHPUT_ROUNDS) rounds = Number(process.env.BENCH_THROUGHPUT_ROUNDS);
-  for (const workers of pools) {
+  for (const workers of [1, 2, 4]) {
     ctx.log(`throughput: ${workers} worker process(es) per system, ${JOBS} x ${ITEMS} no-op items, ${rounds} rounds after a warm-up`);
     const services = await startServices(2_000);
     const contenders: Contender[] = [];
@@ -200,8 +176,7 @@ export async function runThroughput(ctx: BenchContext): Promise<ThroughputResult
           results[i].push(r);
           const label = c.run.system === 'bullmq' ? 'BullMQ' : `shardcron monitorExecution=${c.run.monitorExecution ? 'on' : 'off'}`;
           ctx.log(`  ${label} round ${k}${k === 0 ? ' (warm-up)' : ''}: ${r.perSecond}/s, first start +${r.firstStartMs} ms, last finish +${r.lastFinishMs} ms` +
-            (r.addBulkMs === undefined ? `, ZK writes ${r.zkWriteOps}, worker ZK requests/item ${JSON.stringify(r.zkRequestsPerItem)}` : `, addBulk ${r.addBulkMs} ms`) +
-            `, CPU us/item ${JSON.stringify(r.cpuUsPerItem)}`);
+            (r.addBulkMs === undefined ? `, ZK writes ${r.zkWriteOps}` : `, addBulk ${r.addBulkMs} ms`));
         }
       }
       for (const [i, c] of contenders.entries()) {

@@ -541,7 +541,18 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       byQueue.set(queue, items.map((item) => ({ job, item, fireTime: ledger.fireTime, source: ledger.source, epoch: ledger.epoch })));
     }
     if (orphaned.length > 0) {
-      this.log.warn({ job, fireTime: ledger.fireTime, items: orphaned }, 'last fire names instances that are gone; their items are not replayed');
+      // Their instances died before or after the enqueue: if before, nothing else will run them,
+      // so they go to live instances (a request the dead instance did take is failed over from its
+      // queue as well; the completed list makes the second run a no-op).
+      const targets = state.view.eligibleInstances();
+      orphaned.forEach((item, i) => {
+        const target = targets[i % Math.max(targets.length, 1)];
+        if (!target) return;
+        const list = byQueue.get(target.info.queue) ?? [];
+        list.push({ job, item, fireTime: ledger.fireTime, source: ledger.source, epoch: ledger.epoch });
+        byQueue.set(target.info.queue, list);
+      });
+      this.log.warn({ job, fireTime: ledger.fireTime, items: orphaned, live: targets.length }, 'last fire names instances that are gone; their items go to live instances');
     }
     // A ledger written ahead of its fire is enqueued at the fire time, not early.
     await this.at(ledger.fireTime, () => this.queues.enqueue(byQueue));

@@ -1,11 +1,18 @@
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 import type { ExecutionRequest, ExecutionSource } from '../shared/execution-request';
 import type { JobConfig } from '../shared/job-config';
-import type { ExecutionOutcome, ExecutionStatus, ResolvedJobDefinition, ShardingContext } from '../shared/job-definition';
+import { formatTaskId, type ExecutionOutcome, type ExecutionStatus, type ResolvedJobDefinition, type ShardingContext } from '../shared/job-definition';
 import type { Logger } from '../shared/logger';
-import type { ZkClient } from '../shared/zk';
-import { ItemLocks, type MisfireMark } from './item-lock';
-import { createShardingContext } from './sharding-context';
+import { registryPaths } from '../shared/registry-paths';
+import { parseShardingItemParameters } from '../shared/sharding-item-parameters';
+import { ZkError, type ZkClient } from '../shared/zk';
+import { parseCompletedFires, withCompletedFire } from './completed-fires';
+
+/** A misfire mark as read: the fire it asks for, and the node version to delete it with. */
+interface MisfireMark {
+  fireTime: number;
+  version: number;
+}
 
 /** One line of the execution log: what ran where, for which fire, and how it ended. */
 export interface ExecutionRecord {
@@ -34,25 +41,18 @@ export interface ExecutorContext {
   record(record: ExecutionRecord): void;
 }
 
-
 /**
  * Runs one execution request (DESIGN.md flow 4). With monitorExecution the `running` ephemeral
  * node is the lock that makes I1 hold: whoever creates it runs the item; a request that finds it
  * taken sets `misfire` (when enabled) and the holder runs the item once more when it finishes.
  * Without monitorExecution the same rule applies within this process only.
- *
- * The ZooKeeper protocol (lock, duplicate check, marks) is {@link ItemLocks}'.
  */
 export class ItemExecutor {
-  /** Items (`{job}|{item}`) an execution of this process runs (monitorExecution off). */
   private readonly localRunning = new Set<string>();
   /** item key -> latest fire time that found it running (monitorExecution off). */
   private readonly localMisfire = new Map<string, number>();
-  private readonly locks: ItemLocks;
 
-  constructor(private readonly ctx: ExecutorContext) {
-    this.locks = new ItemLocks(ctx);
-  }
+  constructor(private readonly ctx: ExecutorContext) {}
 
   /**
    * Executes the request; resolves with the final status of its last run, or `deferred` when a
@@ -63,183 +63,255 @@ export class ItemExecutor {
   async run(definition: ResolvedJobDefinition, request: ExecutionRequest, options: { mustRun?: boolean } = {}): Promise<ExecutionStatus | 'deferred'> {
     const config = this.ctx.config(request.job);
     if (config.disabled) return this.skipped(request, 'job disabled');
+    const key = `${request.job}|${request.item}`;
     const mustRun = request.source === 'FAILOVER' || options.mustRun === true;
-    return config.monitorExecution ? this.runMonitored(definition, config, request, mustRun) : this.runLocal(definition, config, request, mustRun);
-  }
-
-  private async runLocal(definition: ResolvedJobDefinition, config: JobConfig, request: ExecutionRequest, mustRun: boolean): Promise<ExecutionStatus | 'deferred'> {
-    const key = `${request.job}|${request.item}`;
-    let current = request;
-    let status: ExecutionStatus = 'skipped';
-    for (let round = 0; ; round += 1) {
-      if (this.localRunning.has(key)) {
-        if (round > 0) return status;
-        if (config.misfire && !mustRun) this.localMisfire.set(key, Math.max(this.localMisfire.get(key) ?? 0, current.fireTime));
-        return mustRun ? 'deferred' : this.skipped(current, 'item running elsewhere; misfire recorded');
-      }
-      this.localRunning.add(key);
-      try {
-        status = await this.execute(definition, config, current, this.ctx.zk.sessionId);
-      } finally {
-        this.localRunning.delete(key);
-      }
-      if (status === 'aborted' || !config.misfire) return status;
-      const fireTime = this.localMisfire.get(key);
-      if (fireTime === undefined) return status;
-      this.localMisfire.delete(key);
-      current = { ...current, source: 'MISFIRE', fireTime };
-    }
-  }
-
-  private async runMonitored(
-    definition: ResolvedJobDefinition,
-    config: JobConfig,
-    request: ExecutionRequest,
-    mustRun: boolean,
-  ): Promise<ExecutionStatus | 'deferred'> {
-    const key = `${request.job}|${request.item}`;
     let current: ExecutionRequest = request;
     /** The misfire mark the current round stands for; deleted only when that round completes. */
     let mark: MisfireMark | undefined;
     let status: ExecutionStatus = 'skipped';
     for (let round = 0; ; round += 1) {
-      // Everything from the lock to its release runs on the session that took the lock.
-      const zk = this.ctx.zk.onSession(this.ctx.zk.sessionId);
-      // After round 0 a mark is known to exist: a holder we meet must hear of it.
-      const held = await this.locks.acquire(zk, config, current, key, !mustRun, round > 0);
-      if (!held) {
-        if (round > 0) return status; // the mark stays for whoever holds the item now (told by acquire)
+      if (!(await this.acquire(config, current, key, !mustRun))) {
+        if (round > 0) return status; // the mark stays for whoever holds the item now
         return mustRun ? 'deferred' : this.skipped(current, 'item running elsewhere; misfire recorded');
       }
-      let next: MisfireMark | undefined;
-      // Re-read the mark under the lock: between our release and this acquire another holder may
-      // have run and consumed it, and a new mark (at version 0 again) may stand there now.
-      const unlockOnError = async (err: unknown): Promise<never> => {
-        await this.locks.release(zk, config, current, key, held, { completed: false, watchMarks: false, failoverMarker: false }).catch(() => undefined);
-        throw err;
-      };
-      if (mark && !(mark = await this.locks.readMark(zk, current).catch(unlockOnError))) {
-        next = (await this.locks.release(zk, config, current, key, held, { completed: false, watchMarks: true, failoverMarker: false })).found;
+      const done = config.monitorExecution ? await this.completedFires(current) : undefined;
+      if (done?.list.includes(current.fireTime)) {
+        await this.release(config, current, key, undefined, mark);
+        status = this.skipped(current, 'this fire of the item already completed');
       } else {
-        if (mark) current = { ...current, fireTime: mark.fireTime };
-        if (held.fires.list.includes(current.fireTime)) {
-          next = (await this.locks.release(zk, config, current, key, held, { completed: false, consume: mark, watchMarks: true, failoverMarker: false })).found;
-          // A re-run whose fire already completed changes nothing: the request's status stays that of its last run.
-          const skipped = this.skipped(current, 'this fire of the item already completed');
-          if (round === 0) status = skipped;
-        } else {
-          const marked = current.source === 'FAILOVER' && (await this.locks.markFailover(zk, current));
-          const round = current;
-          const roundMark = mark;
-          let released = false;
-          // Runs when the handler is done, before its outcome is reported: a run counts as completed
-          // only once its completion is recorded with the release of the lock.
-          const settle = async (outcome: ExecutionStatus): Promise<ExecutionStatus> => {
-            released = true;
-            const completed = outcome === 'completed';
-            // A mark round that did not complete keeps its mark, which we know exists.
-            const watchMarks = outcome !== 'aborted' && !(roundMark && !completed);
-            const result = await this.locks.release(zk, config, round, key, held, { completed, consume: completed ? roundMark : undefined, watchMarks, failoverMarker: marked });
-            next = result.found;
-            return completed && !result.recorded ? 'aborted' : outcome;
-          };
-          try {
-            status = await this.execute(definition, config, current, zk.sessionId, settle);
-          } finally {
-            if (!released) next = (await this.locks.release(zk, config, current, key, held, { completed: false, watchMarks: status !== 'aborted' && !mark, failoverMarker: marked })).found;
-          }
+        const marked = current.source === 'FAILOVER' && (await this.markFailover(current));
+        try {
+          status = await this.execute(definition, config, current);
+        } finally {
+          const completed = status === 'completed';
+          await this.release(config, current, key, completed ? done : undefined, completed ? mark : undefined);
+          if (marked) await this.ctx.zk.delete(registryPaths.shardingFailover(current.job, current.item)).catch(() => undefined);
         }
       }
-      if (status === 'aborted' || !next) return status;
+      if (status === 'aborted') return status;
+      const next = await this.peekMisfire(config, current, key);
       // The same mark again means we could not delete it: stop rather than loop (the next holder
       // takes it). A re-created mark is new even at version 0: it carries another fire time.
-      if (mark && next.version === mark.version && next.fireTime === mark.fireTime) {
-        this.locks.forget(key); // we leave a mark behind: our next lock must look for it
-        return status;
-      }
+      if (!next || (mark && next.version === mark.version && next.fireTime === mark.fireTime)) return status;
       mark = next;
       // The re-run stands for the fire that found the item running, under that fire's time.
       current = { ...current, source: 'MISFIRE', fireTime: next.fireTime };
     }
   }
 
+  private async acquire(config: JobConfig, request: ExecutionRequest, key: string, markOnBusy: boolean): Promise<boolean> {
+    if (!config.monitorExecution) {
+      if (this.localRunning.has(key)) {
+        if (config.misfire && markOnBusy) this.localMisfire.set(key, Math.max(this.localMisfire.get(key) ?? 0, request.fireTime));
+        return false;
+      }
+      this.localRunning.add(key);
+      return true;
+    }
+    const running = registryPaths.shardingRunning(request.job, request.item);
+    // Twice: a holder may finish between our failed create and our misfire mark, and then it
+    // would not see the mark; re-checking after marking closes that gap.
+    for (let attempt = 0; attempt < 2; attempt += 1) {
+      try {
+        await this.createRunning(running);
+        return true;
+      } catch (err) {
+        if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NODE_EXISTS)) throw err;
+      }
+      if (!config.misfire || !markOnBusy) return false;
+      await this.markMisfire(request);
+      if (await this.ctx.zk.exists(running)) return false;
+    }
+    return false;
+  }
+
+  private async createRunning(path: string): Promise<void> {
+    try {
+      await this.ctx.zk.create(path, this.ctx.instanceId, 'ephemeral');
+    } catch (err) {
+      if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE)) throw err;
+      await this.ctx.zk.ensurePath(path.slice(0, path.lastIndexOf('/')));
+      await this.ctx.zk.create(path, this.ctx.instanceId, 'ephemeral');
+    }
+  }
+
+  /** `sharding/{i}/failover` tells operators which instance runs a failed-over item. */
+  private async markFailover(request: ExecutionRequest): Promise<boolean> {
+    try {
+      await this.ctx.zk.create(registryPaths.shardingFailover(request.job, request.item), this.ctx.instanceId, 'ephemeral');
+      return true;
+    } catch (err) {
+      this.ctx.log.debug({ err, job: request.job, item: request.item }, 'failover marker not written');
+      return false;
+    }
+  }
+
+  /** The item's recently completed fire times (read while holding its running node). */
+  private async completedFires(request: ExecutionRequest): Promise<{ list: number[]; version: number }> {
+    try {
+      const { data, stat } = await this.ctx.zk.get(registryPaths.shardingItem(request.job, request.item));
+      return { list: parseCompletedFires(data), version: stat.version };
+    } catch (err) {
+      if (err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE) return { list: [], version: -1 };
+      throw err;
+    }
+  }
+
   /**
-   * Runs the handler. `settle` gets the handler's outcome before it is reported (the finish record,
-   * `afterExecute`) and may turn it into another status: a completion that could not be recorded
-   * is reported as aborted.
+   * Deletes the running node. After a completion it also records the fire, and deletes the misfire
+   * mark the run stood for, in the same multi: the next holder can never see the item unlocked
+   * without seeing that this fire is done and its mark consumed.
    */
-  private async execute(
-    definition: ResolvedJobDefinition,
+  private async release(
     config: JobConfig,
     request: ExecutionRequest,
-    sessionId: string,
-    settle: (status: ExecutionStatus) => Promise<ExecutionStatus> = async (status) => status,
-  ): Promise<ExecutionStatus> {
-    const { job, item, fireTime, source } = request;
-    const stopAll = this.ctx.abortSignal();
-    if (stopAll.aborted) return this.skipped(request, 'worker stopping');
-    // The execution's own signal, chained to the worker's stop signal, made only if the handler
-    // reads ctx.signal: its own, so listeners a handler leaves on it go away with the execution.
-    let controller: AbortController | undefined;
-    const onStop = () => controller!.abort(stopAll.reason);
-    const makeSignal = () => {
-      controller = new AbortController();
-      if (stopAll.aborted) controller.abort(stopAll.reason);
-      else stopAll.addEventListener('abort', onStop, { once: true });
-      return controller.signal;
-    };
-    const assertOwnership = () => {
-      if (stopAll.aborted || !this.ctx.owns(sessionId)) {
-        throw new ShardcronError(ErrorCodes.NOT_OWNER, `execution of ${job} item ${item} (fire ${fireTime}) may no longer be ours`, { job, item, fireTime });
+    key: string,
+    completedFrom?: { list: number[] },
+    mark?: MisfireMark,
+  ): Promise<void> {
+    if (!config.monitorExecution) {
+      this.localRunning.delete(key);
+      return;
+    }
+    const { job, item, fireTime } = request;
+    const running = registryPaths.shardingRunning(job, item);
+    // Only our own lock may be released. If our session expired meanwhile, the server removed our
+    // node and another instance may hold the item now: deleting "running" would let a third one in.
+    const stat = await this.ctx.zk.exists(running).catch(() => null);
+    if (!stat || stat.ephemeralOwner !== this.ctx.zk.sessionId) return;
+    for (const withMark of mark ? [true, false] : [false]) {
+      if (!completedFrom && !withMark) break;
+      const tx = this.ctx.zk.multi();
+      if (completedFrom) tx.set(registryPaths.shardingItem(job, item), JSON.stringify(withCompletedFire(completedFrom.list, fireTime)));
+      tx.delete(running, stat.version);
+      if (withMark) tx.delete(registryPaths.shardingMisfire(job, item), mark!.version);
+      try {
+        await tx.commit();
+        return;
+      } catch (err) {
+        // A newer fire changed the mark: keep it (it is taken next round) and commit the rest.
+        if (withMark && err instanceof ZkError && (err.code === ErrorCodes.ZK_BAD_VERSION || err.code === ErrorCodes.ZK_NO_NODE)) continue;
+        this.ctx.log.warn({ err, job, item }, 'could not record the completion; releasing the item only');
+        break;
       }
+    }
+    await this.ctx.zk.delete(running, stat.version).catch((err) => {
+      // Gone with a lost session is fine; anything else leaves the item blocked until the session ends.
+      if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE)) this.ctx.log.warn({ err, job, item }, 'could not delete running node');
+    });
+  }
+
+  /** Records (in `sharding/{i}/misfire`) the latest fire time that found the item running. */
+  private async markMisfire(request: ExecutionRequest): Promise<void> {
+    const path = registryPaths.shardingMisfire(request.job, request.item);
+    for (let attempt = 0; attempt < 5; attempt += 1) {
+      try {
+        const { data, stat } = await this.ctx.zk.get(path);
+        if (Number(data.toString()) >= request.fireTime) return;
+        await this.ctx.zk.set(path, String(request.fireTime), stat.version);
+        return;
+      } catch (err) {
+        if (!(err instanceof ZkError)) throw err;
+        if (err.code === ErrorCodes.ZK_NO_NODE) {
+          await this.ctx.zk.ensurePath(path.slice(0, path.lastIndexOf('/')));
+          await this.ctx.zk.create(path, String(request.fireTime)).catch((e) => {
+            if (!(e instanceof ZkError && e.code === ErrorCodes.ZK_NODE_EXISTS)) throw e;
+          });
+          continue;
+        }
+        if (err.code !== ErrorCodes.ZK_BAD_VERSION && err.code !== ErrorCodes.ZK_NODE_EXISTS) throw err;
+      }
+    }
+  }
+
+  /**
+   * The misfire mark left for this item, if any, without consuming it: it is deleted only together
+   * with the completion of the re-run, so a holder that dies during the re-run leaves it for the
+   * next one. A mark without a readable time (written by another tool) stands for the current fire.
+   */
+  private async peekMisfire(config: JobConfig, request: ExecutionRequest, key: string): Promise<MisfireMark | undefined> {
+    if (!config.misfire) return undefined;
+    if (!config.monitorExecution) {
+      const fireTime = this.localMisfire.get(key);
+      this.localMisfire.delete(key);
+      return fireTime === undefined ? undefined : { fireTime, version: -1 };
+    }
+    try {
+      const { data, stat } = await this.ctx.zk.get(registryPaths.shardingMisfire(request.job, request.item));
+      const fireTime = Number(data.toString());
+      return { fireTime: Number.isSafeInteger(fireTime) && fireTime > 0 ? fireTime : request.fireTime, version: stat.version };
+    } catch (err) {
+      if (err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE) return undefined;
+      throw err;
+    }
+  }
+
+  private async execute(definition: ResolvedJobDefinition, config: JobConfig, request: ExecutionRequest): Promise<ExecutionStatus> {
+    const { job, item, fireTime, source } = request;
+    const controller = new AbortController();
+    const stopAll = this.ctx.abortSignal();
+    const onAbortAll = () => controller.abort(stopAll.reason);
+    if (stopAll.aborted) return this.skipped(request, 'worker stopping');
+    stopAll.addEventListener('abort', onAbortAll, { once: true });
+    const sessionId = this.ctx.zk.sessionId;
+    const log = this.ctx.log.child({ job, item, fireTime });
+    const context: ShardingContext = {
+      jobName: job,
+      taskId: formatTaskId({ jobName: job, fireTime, shardingItem: item, instanceId: this.ctx.instanceId }),
+      shardingTotalCount: config.shardingTotalCount,
+      jobParameter: config.jobParameter,
+      shardingItem: item,
+      shardingParameter: parseShardingItemParameters(config.shardingItemParameters)[item] ?? '',
+      fireTime,
+      source,
+      instanceId: this.ctx.instanceId,
+      signal: controller.signal,
+      assertOwnership: () => {
+        if (controller.signal.aborted || !this.ctx.owns(sessionId)) {
+          throw new ShardcronError(ErrorCodes.NOT_OWNER, `execution of ${job} item ${item} (fire ${fireTime}) may no longer be ours`, { job, item, fireTime });
+        }
+      },
+      log,
     };
-    const context = createShardingContext(config, request, this.ctx.instanceId, makeSignal, assertOwnership, this.ctx.log);
-    const { beforeExecute, afterExecute } = definition.listeners;
     const started = Date.now();
     this.ctx.record({ event: 'start', job, fireTime, item, instanceId: this.ctx.instanceId, source, at: started });
-    if (beforeExecute) await this.callListener(() => beforeExecute(context), context);
+    await this.callListener(() => definition.listeners.beforeExecute?.(context), log);
     let outcome: ExecutionOutcome;
     try {
       await definition.execute(context);
       // Finishing after our ownership ended is not a completion: the item may already run elsewhere.
-      const stillOurs = !stopAll.aborted && this.ctx.owns(sessionId);
+      const stillOurs = !controller.signal.aborted && this.ctx.owns(sessionId);
       outcome = { status: stillOurs ? 'completed' : 'aborted', durationMs: Date.now() - started };
     } catch (error) {
-      outcome = { status: stopAll.aborted ? 'aborted' : 'failed', error, durationMs: Date.now() - started };
-      await this.handleError(definition, error, context);
+      outcome = { status: controller.signal.aborted ? 'aborted' : 'failed', error, durationMs: Date.now() - started };
+      await this.handleError(definition, error, context, log);
     } finally {
-      if (controller) stopAll.removeEventListener('abort', onStop);
+      stopAll.removeEventListener('abort', onAbortAll);
     }
-    const settled = await settle(outcome.status);
-    let reason: string | undefined;
-    if (settled !== outcome.status) {
-      reason = 'the completion could not be recorded in ZooKeeper (session lost or unreachable)';
-      outcome = { ...outcome, status: settled };
-    }
-    this.ctx.record({ event: 'finish', job, fireTime, item, instanceId: this.ctx.instanceId, source, status: outcome.status, reason, at: Date.now() });
-    if (afterExecute) await this.callListener(() => afterExecute(context, outcome), context);
+    this.ctx.record({ event: 'finish', job, fireTime, item, instanceId: this.ctx.instanceId, source, status: outcome.status, at: Date.now() });
+    await this.callListener(() => definition.listeners.afterExecute?.(context, outcome), log);
     return outcome.status;
   }
 
-  private async handleError(definition: ResolvedJobDefinition, error: unknown, context: ShardingContext): Promise<void> {
+  private async handleError(definition: ResolvedJobDefinition, error: unknown, context: ShardingContext, log: Logger): Promise<void> {
     const handler = definition.errorHandler;
     if (handler === 'IGNORE') return;
     if (handler === 'LOG') {
-      context.log.error({ err: error }, 'job execution failed');
+      log.error({ err: error }, 'job execution failed');
       return;
     }
     try {
       await handler(error, context);
     } catch (err) {
-      context.log.error({ err, original: error }, 'the job error handler threw');
+      log.error({ err, original: error }, 'the job error handler threw');
     }
   }
 
-  private async callListener(fn: () => unknown, context: ShardingContext): Promise<void> {
+  private async callListener(fn: () => unknown, log: Logger): Promise<void> {
     try {
       await fn();
     } catch (err) {
-      context.log.error({ err }, 'job listener threw; ignored');
+      log.error({ err }, 'job listener threw; ignored');
     }
   }
 

@@ -1,4 +1,3 @@
-import { setMaxListeners } from 'node:events';
 import { DelayedError, WaitingError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { createRedisConnection } from '../shared/redis-connection';
@@ -18,16 +17,6 @@ import { ItemExecutor, type ExecutionRecord } from './item-executor';
 const FAILOVER_RETRY_MS = 200;
 /** How soon a request that met a ZooKeeper outage tries again. */
 const TRANSIENT_RETRY_MS = 500;
-
-/**
- * The controller whose signal every running execution gets as `ctx.signal`. Handlers attach their
- * own abort listeners to it (one or more per concurrent execution), so the listener limit is off.
- */
-function stopController(): AbortController {
-  const controller = new AbortController();
-  setMaxListeners(0, controller.signal);
-  return controller;
-}
 
 const TRANSIENT_ZK_CODES: ReadonlySet<string> = new Set([
   ErrorCodes.ZK_CONNECTION_LOSS,
@@ -75,7 +64,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private readonly unsubscribe: Array<() => void> = [];
   private connection: Redis | undefined;
   private consumer: Worker | undefined;
-  private abortAll = stopController();
+  private abortAll = new AbortController();
   private closing: Promise<void> | undefined;
   private watchdog: NodeJS.Timeout | undefined;
   /** True while we stopped because the ownership deadline passed (invariant I4). */
@@ -153,7 +142,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
 
   private abortExecutions(reason: string): void {
     const controller = this.abortAll;
-    this.abortAll = stopController();
+    this.abortAll = new AbortController();
     controller.abort(new ShardcronError(ErrorCodes.NOT_OWNER, reason));
   }
 

@@ -102,6 +102,13 @@ function report(cluster: ProcessCluster, jobs: JobSpec[], from: number, to: numb
   for (const c of completed) counts.set(`${c.job}|${c.fireTime}|${c.item}`, (counts.get(`${c.job}|${c.fireTime}|${c.item}`) ?? 0) + 1);
   const duplicated = [...counts.values()].filter((n) => n > 1).length;
   const overlaps = jobs.reduce((n, j) => n + cluster.overlaps(j.name).length, 0);
+  if (process.env.SOAK_VERBOSE) {
+    for (const j of jobs) {
+      for (const [a, b] of cluster.overlaps(j.name).slice(0, 5)) {
+        process.stdout.write(`overlap ${j.name} item ${a.item}: ${JSON.stringify([a.instanceId, a.source, a.fireTime, a.at])} and ${JSON.stringify([b.instanceId, b.source, b.fireTime, b.at])}\n`);
+      }
+    }
+  }
   const failedOver = cluster.starts().filter((s) => s.source === 'FAILOVER').length;
   const coalesced = cluster.starts().filter((s) => s.source === 'MISFIRE').length;
   const missed = cluster.lines.filter((l) => l.kind === 'missed').length;

@@ -1,4 +1,3 @@
-import type { Socket } from 'node:net';
 import type * as zookeeper from 'node-zookeeper-client';
 import { ErrorCodes, ShardcronError } from '../errors';
 import { silentLogger, type Logger } from '../logger';
@@ -45,33 +44,6 @@ export interface ZkClientEvents {
   closed: Record<string, never>;
 }
 
-/**
- * Operations that run only on one session. A request is sent on that session's connection or not at
- * all: once the client moved to another session they fail with ZK_SESSION_EXPIRED (as the server
- * answers for an expired session). An ephemeral node created through it therefore belongs to that
- * session, and a later write through it that touches the node succeeds only while the node is still
- * the one we created: ephemeral nodes of a live session disappear only by explicit deletes.
- */
-export interface ZkSessionOps {
-  readonly sessionId: string;
-  create(path: string, data?: ZkData, mode?: ZkCreateMode): Promise<string>;
-  get(path: string): Promise<{ data: Buffer; stat: ZkStat }>;
-  set(path: string, data: ZkData, version?: number): Promise<ZkStat>;
-  delete(path: string, version?: number): Promise<void>;
-  exists(path: string): Promise<ZkStat | null>;
-  ensurePath(path: string): Promise<void>;
-  multi(): ZkMulti;
-}
-
-/** Requests sent by one {@link ZkClient}, by kind (for benchmarks and metrics). */
-export interface ZkRequestCounts {
-  reads: number;
-  writes: number;
-  multis: number;
-}
-
-const READ_OPS: ReadonlySet<string> = new Set(['get', 'children', 'exists']);
-
 const TRANSITIONS: Readonly<Record<ZkState, readonly ZkState[]>> = {
   idle: ['connecting', 'closed'],
   connecting: ['connected', 'closed'],
@@ -97,10 +69,6 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   private readonly closeController = new AbortController();
   private readonly log: Logger;
   private readonly ns: ZkNamespace;
-  /** The connection socket held corked until the end of this event-loop turn (see {@link corkUntilTurnEnds}). */
-  private corked: Socket | undefined;
-  /** Requests sent so far (each retry counts). */
-  readonly requestCounts: ZkRequestCounts = { reads: 0, writes: 0, multis: 0 };
 
   constructor(readonly options: ZkClientOptions) {
     const log = (options.logger ?? silentLogger).child({ component: 'zk', ns: options.namespace });
@@ -160,11 +128,7 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   // ---- operations -------------------------------------------------------------------------
 
   /** Creates a node; returns its path (with the sequence suffix for sequential modes). */
-  create(path: string, data?: ZkData, mode: ZkCreateMode = 'persistent'): Promise<string> {
-    return this.createOn(undefined, path, data, mode);
-  }
-
-  private async createOn(boundTo: string | undefined, path: string, data?: ZkData, mode: ZkCreateMode = 'persistent'): Promise<string> {
+  async create(path: string, data?: ZkData, mode: ZkCreateMode = 'persistent'): Promise<string> {
     // A create lost in flight may have happened. Retrying a plain create then fails with
     // NODE_EXISTS, which callers handle; retrying a sequential one would make a second node,
     // so those are not retried (callers find their node by its data, as Curator's protected mode).
@@ -174,38 +138,23 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
       path,
       (raw, cb) => raw.create(this.ns.abs(path), toBuffer(data) ?? Buffer.alloc(0), this.ns.acls, this.ns.mode(mode), cb),
       retry,
-      boundTo,
     );
     return this.ns.rel(created as string);
   }
 
   /** Creates `path` and any missing parents (persistent, empty); existing nodes are left alone. */
-  ensurePath(path: string): Promise<void> {
-    return this.ensurePathOn(undefined, path);
-  }
-
-  private async ensurePathOn(boundTo: string | undefined, path: string): Promise<void> {
-    await this.run('ensurePath', path, (raw, cb) => raw.mkdirp(this.ns.abs(path), Buffer.alloc(0), this.ns.acls, this.ns.mode('persistent'), cb), true, boundTo);
+  async ensurePath(path: string): Promise<void> {
+    await this.run('ensurePath', path, (raw, cb) => raw.mkdirp(this.ns.abs(path), Buffer.alloc(0), this.ns.acls, this.ns.mode('persistent'), cb));
   }
 
   /** Data and stat of a node; throws ZK_NO_NODE when absent. An optional one-shot watcher. */
-  get(path: string, watcher?: ZkWatcher): Promise<{ data: Buffer; stat: ZkStat }> {
-    return this.getOn(undefined, path, watcher);
-  }
-
-  private async getOn(boundTo: string | undefined, path: string, watcher?: ZkWatcher): Promise<{ data: Buffer; stat: ZkStat }> {
-    return this.run(
-      'get',
-      path,
-      (raw, cb) => {
-        const done = (err: Error | zookeeper.Exception | null, data: Buffer, stat: zookeeper.Stat) =>
-          cb(err, err ? undefined : { data: data ?? Buffer.alloc(0), stat: toZkStat(stat) });
-        if (watcher) raw.getData(this.ns.abs(path), this.ns.watcher(watcher), done);
-        else raw.getData(this.ns.abs(path), done);
-      },
-      true,
-      boundTo,
-    );
+  async get(path: string, watcher?: ZkWatcher): Promise<{ data: Buffer; stat: ZkStat }> {
+    return this.run('get', path, (raw, cb) => {
+      const done = (err: Error | zookeeper.Exception | null, data: Buffer, stat: zookeeper.Stat) =>
+        cb(err, err ? undefined : { data: data ?? Buffer.alloc(0), stat: toZkStat(stat) });
+      if (watcher) raw.getData(this.ns.abs(path), this.ns.watcher(watcher), done);
+      else raw.getData(this.ns.abs(path), done);
+    });
   }
 
   /** Node data as UTF-8 text, or undefined when the node does not exist. */
@@ -219,27 +168,15 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   }
 
   /** Sets data; `version` -1 means any version. Returns the new stat. */
-  set(path: string, data: ZkData, version = -1): Promise<ZkStat> {
-    return this.setOn(undefined, path, data, version);
-  }
-
-  private async setOn(boundTo: string | undefined, path: string, data: ZkData, version: number): Promise<ZkStat> {
-    return this.run(
-      'set',
-      path,
-      (raw, cb) => raw.setData(this.ns.abs(path), toBuffer(data) ?? Buffer.alloc(0), version, (err, stat) => cb(err, err ? undefined : toZkStat(stat))),
-      true,
-      boundTo,
+  async set(path: string, data: ZkData, version = -1): Promise<ZkStat> {
+    return this.run('set', path, (raw, cb) =>
+      raw.setData(this.ns.abs(path), toBuffer(data) ?? Buffer.alloc(0), version, (err, stat) => cb(err, err ? undefined : toZkStat(stat))),
     );
   }
 
   /** Deletes a leaf node; `version` -1 means any version. */
-  delete(path: string, version = -1): Promise<void> {
-    return this.deleteOn(undefined, path, version);
-  }
-
-  private async deleteOn(boundTo: string | undefined, path: string, version: number): Promise<void> {
-    await this.run('delete', path, (raw, cb) => raw.remove(this.ns.abs(path), version, cb), true, boundTo);
+  async delete(path: string, version = -1): Promise<void> {
+    await this.run('delete', path, (raw, cb) => raw.remove(this.ns.abs(path), version, cb));
   }
 
   /** Deletes a node and everything under it; a missing node is not an error. */
@@ -269,22 +206,12 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   }
 
   /** Stat of a node or null; with a watcher, fires on creation as well as change or deletion. */
-  exists(path: string, watcher?: ZkWatcher): Promise<ZkStat | null> {
-    return this.existsOn(undefined, path, watcher);
-  }
-
-  private async existsOn(boundTo: string | undefined, path: string, watcher?: ZkWatcher): Promise<ZkStat | null> {
-    return this.run(
-      'exists',
-      path,
-      (raw, cb) => {
-        const done = (err: Error | zookeeper.Exception | null, stat: zookeeper.Stat) => cb(err, err ? undefined : stat ? toZkStat(stat) : null);
-        if (watcher) raw.exists(this.ns.abs(path), this.ns.watcher(watcher), done);
-        else raw.exists(this.ns.abs(path), done);
-      },
-      true,
-      boundTo,
-    );
+  async exists(path: string, watcher?: ZkWatcher): Promise<ZkStat | null> {
+    return this.run('exists', path, (raw, cb) => {
+      const done = (err: Error | zookeeper.Exception | null, stat: zookeeper.Stat) => cb(err, err ? undefined : stat ? toZkStat(stat) : null);
+      if (watcher) raw.exists(this.ns.abs(path), this.ns.watcher(watcher), done);
+      else raw.exists(this.ns.abs(path), done);
+    });
   }
 
   /** An atomic transaction. */
@@ -300,87 +227,43 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
     return new ZkMulti((ops, fenced) => this.commit(ops, fenced), true).check(fence.path, fence.version);
   }
 
-  /**
-   * Operations bound to session `sessionId` (normally the current {@link sessionId}, captured
-   * before taking an ephemeral lock): see {@link ZkSessionOps}. Binding to a session that is not
-   * the current one makes every operation fail with ZK_SESSION_EXPIRED.
-   */
-  onSession(sessionId: string): ZkSessionOps {
-    return {
-      sessionId,
-      create: (path, data, mode = 'persistent') => this.createOn(sessionId, path, data, mode),
-      get: (path) => this.getOn(sessionId, path),
-      set: (path, data, version = -1) => this.setOn(sessionId, path, data, version),
-      delete: (path, version = -1) => this.deleteOn(sessionId, path, version),
-      exists: (path) => this.existsOn(sessionId, path),
-      ensurePath: (path) => this.ensurePathOn(sessionId, path),
-      multi: () => new ZkMulti((ops, fenced) => this.commit(ops, fenced, sessionId)),
-    };
-  }
-
   // ---- internals --------------------------------------------------------------------------
 
-  private async commit(ops: readonly ZkOp[], fenced: boolean, boundTo?: string): Promise<ZkOpResult[]> {
+  private async commit(ops: readonly ZkOp[], fenced: boolean): Promise<ZkOpResult[]> {
     if (ops.length === 0) return [];
     // A multi is not idempotent (creates, sequential nodes): never retried here.
-    const outcome = await this.run<RawMultiOutcome>('multi', undefined, (raw, cb) => sendTransaction(raw, this.ns, ops, cb), false, boundTo);
+    const outcome = await this.run<RawMultiOutcome>('multi', undefined, (raw, cb) => sendTransaction(raw, this.ns, ops, cb), false);
     return multiResults(outcome, ops, fenced, this.ns);
   }
 
   /**
    * Runs one request on the live session. Waits (up to connectTimeoutMs) for a connection when
-   * suspended, and retries connection-loss failures with backoff when `retry` is set. With
-   * `boundTo`, only on that session: ZK_SESSION_EXPIRED once the client has moved to another one.
+   * suspended, and retries connection-loss failures with backoff when `retry` is set.
    */
   private async run<T>(
     op: string,
     path: string | undefined,
     call: (raw: zookeeper.Client, cb: (err: unknown, value?: unknown) => void) => void,
     retry = true,
-    boundTo?: string,
   ): Promise<T> {
     for (let attempt = 0; ; attempt += 1) {
       const session = await this.awaitConnected(op, path);
-      if (boundTo !== undefined && session.sessionId !== boundTo) {
-        throw new ZkError(ErrorCodes.ZK_SESSION_EXPIRED, -112, op, path, { boundTo, currentSession: session.sessionId });
-      }
-      if (op === 'multi') this.requestCounts.multis += 1;
-      else if (READ_OPS.has(op)) this.requestCounts.reads += 1;
-      else this.requestCounts.writes += 1;
       const sentAt = Date.now();
-      this.corkUntilTurnEnds(session.raw);
       try {
-        return await new Promise<T>((resolve, reject) => {
-          call(session.raw, (err, value) => {
-            // Any answer, even an error code, proves the server heard us at sentAt or later.
-            if (session === this.current && (!err || !isRetryable(toZkError(err, op, path)))) this.noteContact(sentAt);
-            return err ? reject(toZkError(err, op, path)) : resolve(value as T);
-          });
-        });
+        return await session.request<T>(
+          (raw, cb) =>
+            call(raw, (err, value) => {
+              // Any answer, even an error code, proves the server heard us at sentAt or later.
+              if (session === this.current && (!err || !isRetryable(toZkError(err, op, path)))) this.noteContact(sentAt);
+              cb(err ? toZkError(err, op, path) : null, value);
+            }),
+          () => new ZkError(ErrorCodes.ZK_SESSION_EXPIRED, -112, op, path, { sessionId: session.sessionId, closed: true }),
+        );
       } catch (err) {
         if (!retry || !isRetryable(err) || attempt >= this.options.retry.maxRetries || this.closing) throw err;
         await sleep(backoffDelayMs(attempt, this.options.retry), this.closeController.signal).catch(() => undefined);
       }
     }
-  }
-
-  /**
-   * node-zookeeper-client writes every request to the socket as soon as it is queued: one system
-   * call per request, the largest cost of a busy worker's ZooKeeper traffic. Corking the socket
-   * until the check phase of this event-loop turn sends the requests issued together (executions
-   * started or finished by the same Redis or ZooKeeper read) in one write. The socket is the
-   * library's internal one; when it cannot be found, requests go out one by one as before.
-   */
-  private corkUntilTurnEnds(raw: zookeeper.Client): void {
-    if (this.corked) return;
-    const socket = (raw as unknown as { connectionManager?: { socket?: Socket } }).connectionManager?.socket;
-    if (!socket || typeof socket.cork !== 'function' || socket.destroyed) return;
-    this.corked = socket;
-    socket.cork();
-    setImmediate(() => {
-      this.corked = undefined;
-      socket.uncork();
-    });
   }
 
   private async awaitConnected(op: string, path: string | undefined): Promise<ZkSession> {

@@ -45,12 +45,6 @@ export class ZkMulti {
     return this;
   }
 
-  /** Queues an operation given as data (e.g. to merge several transactions into one). */
-  add(op: ZkOp): this {
-    this.ops.push(op);
-    return this;
-  }
-
   /** Operations queued so far (a fenced multi's first one is its check). */
   get size(): number {
     return this.ops.length;

@@ -1,7 +1,7 @@
 import * as zookeeper from 'node-zookeeper-client';
 import { ErrorCodes, ShardcronError } from '../errors';
 import type { Logger } from '../logger';
-import { toZkError } from './zk-errors';
+import { toZkError, ZkError } from './zk-errors';
 import { sessionIdHex } from './zk-types';
 
 interface SessionHandlers {
@@ -26,6 +26,12 @@ export class ZkSession {
   private opened = false;
   private closed = false;
   private lossTimer: NodeJS.Timeout | undefined;
+  /**
+   * Requests sent on this session and not answered yet, each with a way to fail it. A client
+   * closed while it has no connection does not always call back what it still holds, and a caller
+   * waiting on such a request (a lock release) would wait forever.
+   */
+  private readonly inFlight = new Set<(err: Error) => void>();
 
   constructor(
     options: SessionOptions,
@@ -99,6 +105,38 @@ export class ZkSession {
     this.lossTimer = undefined;
   }
 
+  /**
+   * Sends one request on this session: `call` gets the raw client and a callback; the returned
+   * promise settles with that callback, or fails with ZK_SESSION_EXPIRED when the session is
+   * closed first (or already was).
+   */
+  request<T>(call: (raw: zookeeper.Client, cb: (err: unknown, value?: unknown) => void) => void, expired: () => Error): Promise<T> {
+    if (this.closed) return Promise.reject(expired());
+    return new Promise<T>((resolve, reject) => {
+      let settled = false;
+      const fail = (err: Error) => {
+        if (settled) return;
+        settled = true;
+        this.inFlight.delete(fail);
+        reject(err);
+      };
+      this.inFlight.add(fail);
+      call(this.raw, (err, value) => {
+        if (settled) return;
+        settled = true;
+        this.inFlight.delete(fail);
+        if (err) reject(err);
+        else resolve(value as T);
+      });
+    });
+  }
+
+  /** Fails every request still waiting for an answer on this session. */
+  private failInFlight(): void {
+    const expired = new ZkError(ErrorCodes.ZK_SESSION_EXPIRED, -112, 'request', undefined, { sessionId: this.sessionId, closed: true });
+    for (const fail of [...this.inFlight]) fail(expired);
+  }
+
   /** Closes without waiting (the server may be unreachable). */
   close(): void {
     if (this.closed) return;
@@ -112,6 +150,7 @@ export class ZkSession {
     } catch (err) {
       this.log.debug({ err }, 'closing a ZooKeeper client threw; ignored');
     }
+    this.failInFlight();
   }
 
   /** Closes and waits (bounded) for the close-session request to reach the server, so that our
@@ -134,6 +173,7 @@ export class ZkSession {
       this.log.debug({ err }, 'closing a ZooKeeper client threw; ignored');
     }
     await gone;
+    this.failInFlight();
     this.raw.removeAllListeners();
   }
 
