@@ -80,11 +80,27 @@ export class ItemExecutor {
         status = this.skipped(current, 'this fire of the item already completed');
       } else {
         const marked = current.source === 'FAILOVER' && (await this.markFailover(current));
+        const round = current;
+        const roundMark = mark;
+        let released = false;
+        // The release runs before the run's outcome is reported: a run counts as completed only
+        // once its completion is recorded with the release of the lock. One that could not be
+        // (the session was lost between the handler's return and the release) is reported aborted
+        // and its request goes back to the queue, instead of being logged as done while ZooKeeper
+        // does not know it, which let its failed-over request complete the fire a second time.
+        const settle = async (outcome: ExecutionStatus): Promise<ExecutionStatus> => {
+          released = true;
+          const completed = outcome === 'completed';
+          const recorded = await this.release(config, round, key, completed ? done : undefined, completed ? roundMark : undefined).catch((err) => {
+            this.ctx.log.warn({ err, job: round.job, item: round.item }, 'could not release the item after its run');
+            return false;
+          });
+          return completed && !recorded ? 'aborted' : outcome;
+        };
         try {
-          status = await this.execute(definition, config, current);
+          status = await this.execute(definition, config, current, settle);
         } finally {
-          const completed = status === 'completed';
-          await this.release(config, current, key, completed ? done : undefined, completed ? mark : undefined);
+          if (!released) await this.release(config, current, key, undefined, undefined);
           if (marked) await this.ctx.zk.delete(registryPaths.shardingFailover(current.job, current.item)).catch(() => undefined);
         }
       }
@@ -168,17 +184,17 @@ export class ItemExecutor {
     key: string,
     completedFrom?: { list: number[] },
     mark?: MisfireMark,
-  ): Promise<void> {
+  ): Promise<boolean> {
     if (!config.monitorExecution) {
       this.localRunning.delete(key);
-      return;
+      return true;
     }
     const { job, item, fireTime } = request;
     const running = registryPaths.shardingRunning(job, item);
     // Only our own lock may be released. If our session expired meanwhile, the server removed our
     // node and another instance may hold the item now: deleting "running" would let a third one in.
     const stat = await this.ctx.zk.exists(running).catch(() => null);
-    if (!stat || stat.ephemeralOwner !== this.ctx.zk.sessionId) return;
+    if (!stat || stat.ephemeralOwner !== this.ctx.zk.sessionId) return false;
     for (const withMark of mark ? [true, false] : [false]) {
       if (!completedFrom && !withMark) break;
       const tx = this.ctx.zk.multi();
@@ -187,7 +203,7 @@ export class ItemExecutor {
       if (withMark) tx.delete(registryPaths.shardingMisfire(job, item), mark!.version);
       try {
         await tx.commit();
-        return;
+        return true;
       } catch (err) {
         // A newer fire changed the mark: keep it (it is taken next round) and commit the rest.
         if (withMark && err instanceof ZkError && (err.code === ErrorCodes.ZK_BAD_VERSION || err.code === ErrorCodes.ZK_NO_NODE)) continue;
@@ -199,6 +215,7 @@ export class ItemExecutor {
       // Gone with a lost session is fine; anything else leaves the item blocked until the session ends.
       if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE)) this.ctx.log.warn({ err, job, item }, 'could not delete running node');
     });
+    return false;
   }
 
   /** Records (in `sharding/{i}/misfire`) the latest fire time that found the item running. */
@@ -246,7 +263,16 @@ export class ItemExecutor {
     }
   }
 
-  private async execute(definition: ResolvedJobDefinition, config: JobConfig, request: ExecutionRequest): Promise<ExecutionStatus> {
+  /**
+   * Runs the handler. `settle` gets the handler's outcome before it is reported (the finish record,
+   * `afterExecute`) and may turn a completion into `aborted` when it could not be recorded.
+   */
+  private async execute(
+    definition: ResolvedJobDefinition,
+    config: JobConfig,
+    request: ExecutionRequest,
+    settle: (status: ExecutionStatus) => Promise<ExecutionStatus> = async (status) => status,
+  ): Promise<ExecutionStatus> {
     const { job, item, fireTime, source } = request;
     const controller = new AbortController();
     const stopAll = this.ctx.abortSignal();
@@ -288,7 +314,14 @@ export class ItemExecutor {
     } finally {
       stopAll.removeEventListener('abort', onAbortAll);
     }
-    this.ctx.record({ event: 'finish', job, fireTime, item, instanceId: this.ctx.instanceId, source, status: outcome.status, at: Date.now() });
+    const settled = await settle(outcome.status);
+    let reason: string | undefined;
+    if (settled !== outcome.status) {
+      reason = 'the completion could not be recorded in ZooKeeper (session lost or unreachable)';
+      outcome = { ...outcome, status: settled };
+    }
+    // `at` is when the handler ended, not when the release answered: the run stopped then.
+    this.ctx.record({ event: 'finish', job, fireTime, item, instanceId: this.ctx.instanceId, source, status: outcome.status, reason, at: started + outcome.durationMs });
     await this.callListener(() => definition.listeners.afterExecute?.(context, outcome), log);
     return outcome.status;
   }
