@@ -385,7 +385,11 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     // The ledgers are durable: if the enqueue fails or we crash before it, the next leader replays them.
     const generation = this.generation;
     const byTime = new Map<number, FirePlan[]>();
-    for (const plan of plans) byTime.set(plan.ledger.fireTime, [...(byTime.get(plan.ledger.fireTime) ?? []), plan]);
+    for (const plan of plans) {
+      const group = byTime.get(plan.ledger.fireTime);
+      if (group) group.push(plan);
+      else byTime.set(plan.ledger.fireTime, [plan]);
+    }
     for (const [fireTime, group] of byTime) await this.at(fireTime, () => this.release(group, generation));
   }
 
@@ -423,7 +427,9 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       plan.requests.delete(queue);
       for (const request of requests) {
         const target = targets[next++ % targets.length];
-        plan.requests.set(target.info.queue, [...(plan.requests.get(target.info.queue) ?? []), request]);
+        const list = plan.requests.get(target.info.queue);
+        if (list) list.push(request);
+        else plan.requests.set(target.info.queue, [request]);
       }
       this.log.info({ job: plan.job, fireTime: plan.ledger.fireTime, from: instanceId, items: requests.map((r) => r.item) }, 'instance left before the fire; its items go to live instances');
     }
