@@ -5,14 +5,32 @@ import { formatTaskId, type ExecutionOutcome, type ExecutionStatus, type Resolve
 import type { Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry-paths';
 import { parseShardingItemParameters } from '../shared/sharding-item-parameters';
-import { ZkError, type ZkClient } from '../shared/zk';
+import { isRetryable, ZkError, type ZkClient, type ZkOp, type ZkSessionOps } from '../shared/zk';
 import { parseCompletedFires, withCompletedFire } from './completed-fires';
+import { MultiBatcher, type NodeRead } from './multi-batcher';
 
 /** A misfire mark as read: the fire it asks for, and the node version to delete it with. */
 interface MisfireMark {
   fireTime: number;
   version: number;
 }
+
+/** An item lock as held: with monitorExecution, the session owning `running` and the completed fires read under it. */
+interface Hold {
+  session?: ZkSessionOps;
+  done?: readonly number[];
+}
+
+/**
+ * What a release did: whether the multi with the completion (or the consumed mark) committed, and
+ * the misfire mark read right after it: null when there was none, undefined when not read.
+ */
+interface Released {
+  recorded: boolean;
+  mark: MisfireMark | null | undefined;
+}
+
+const is = (err: unknown, ...codes: string[]): boolean => err instanceof ZkError && codes.includes(err.code);
 
 /** One line of the execution log: what ran where, for which fire, and how it ended. */
 export interface ExecutionRecord {
@@ -48,9 +66,20 @@ export interface ExecutorContext {
  * Without monitorExecution the same rule applies within this process only.
  */
 export class ItemExecutor {
+  /** Items (`{job}|{item}`) an execution of this process holds (monitorExecution off). */
   private readonly localRunning = new Set<string>();
+  /**
+   * With monitorExecution: per item, the executions of this process between sending a lock
+   * create and the end of their release (or of the failed attempt). A `running` node of our own
+   * session is an orphan only if no other execution of ours has the item claimed.
+   */
+  private readonly claims = new Map<string, number>();
+  /** Per item, how many claims of this process ended with a release: an orphan seen before one ended is stale. */
+  private readonly releases = new Map<string, number>();
   /** item key -> latest fire time that found it running (monitorExecution off). */
   private readonly localMisfire = new Map<string, number>();
+  /** Lock creates and releases issued together share one transaction. */
+  private readonly batcher = new MultiBatcher();
 
   constructor(private readonly ctx: ExecutorContext) {}
 
@@ -70,42 +99,45 @@ export class ItemExecutor {
     let mark: MisfireMark | undefined;
     let status: ExecutionStatus = 'skipped';
     for (let round = 0; ; round += 1) {
-      if (!(await this.acquire(config, current, key, !mustRun))) {
+      const hold = await this.acquire(config, current, key, !mustRun);
+      if (!hold) {
         if (round > 0) return status; // the mark stays for whoever holds the item now
         return mustRun ? 'deferred' : this.skipped(current, 'item running elsewhere; misfire recorded');
       }
-      const done = config.monitorExecution ? await this.completedFires(current) : undefined;
-      if (done?.list.includes(current.fireTime)) {
-        await this.release(config, current, key, undefined, mark);
-        status = this.skipped(current, 'this fire of the item already completed');
+      let released: Released | undefined;
+      if (hold.done?.includes(current.fireTime)) {
+        released = await this.release(config, current, key, hold, false, mark);
+        const skipped = this.skipped(current, 'this fire of the item already completed');
+        // A later round skipped is no run: the status stays that of the run this request made.
+        if (round === 0) status = skipped;
       } else {
         const marked = current.source === 'FAILOVER' && (await this.markFailover(current));
         const round = current;
         const roundMark = mark;
-        let released = false;
         // The release runs before the run's outcome is reported: a run counts as completed only
         // once its completion is recorded with the release of the lock. One that could not be
         // (the session was lost between the handler's return and the release) is reported aborted
         // and its request goes back to the queue, instead of being logged as done while ZooKeeper
         // does not know it, which let its failed-over request complete the fire a second time.
         const settle = async (outcome: ExecutionStatus): Promise<ExecutionStatus> => {
-          released = true;
           const completed = outcome === 'completed';
-          const recorded = await this.release(config, round, key, completed ? done : undefined, completed ? roundMark : undefined).catch((err) => {
+          released = { recorded: false, mark: undefined };
+          released = await this.release(config, round, key, hold, completed, completed ? roundMark : undefined).catch((err) => {
             this.ctx.log.warn({ err, job: round.job, item: round.item }, 'could not release the item after its run');
-            return false;
+            return { recorded: false, mark: undefined };
           });
-          return completed && !recorded ? 'aborted' : outcome;
+          return completed && !released.recorded ? 'aborted' : outcome;
         };
         try {
-          status = await this.execute(definition, config, current, settle);
+          status = await this.execute(definition, config, current, hold.session?.sessionId ?? this.ctx.zk.sessionId, settle);
         } finally {
-          if (!released) await this.release(config, current, key, undefined, undefined);
+          released ??= await this.release(config, current, key, hold, false, undefined);
           if (marked) await this.ctx.zk.delete(registryPaths.shardingFailover(current.job, current.item)).catch(() => undefined);
         }
       }
       if (status === 'aborted') return status;
-      const next = await this.peekMisfire(config, current, key);
+      // The release read the mark right after it when it could; otherwise read it now.
+      const next = released.mark !== undefined ? released.mark ?? undefined : await this.peekMisfire(config, current, key);
       // The same mark again means we could not delete it: stop rather than loop (the next holder
       // takes it). A re-created mark is new even at version 0: it carries another fire time.
       if (!next || (mark && next.version === mark.version && next.fireTime === mark.fireTime)) return status;
@@ -115,39 +147,110 @@ export class ItemExecutor {
     }
   }
 
-  private async acquire(config: JobConfig, request: ExecutionRequest, key: string, markOnBusy: boolean): Promise<boolean> {
+  /**
+   * Takes the item. Without monitorExecution only within this process. With it, the `running`
+   * ephemeral node is created on the current session, and the item's completed fires are read in
+   * the same round trip: the read is sent right behind the create on the same session, so
+   * ZooKeeper answers it after the create, i.e. under the lock.
+   */
+  private async acquire(config: JobConfig, request: ExecutionRequest, key: string, markOnBusy: boolean): Promise<Hold | undefined> {
     if (!config.monitorExecution) {
       if (this.localRunning.has(key)) {
         if (config.misfire && markOnBusy) this.localMisfire.set(key, Math.max(this.localMisfire.get(key) ?? 0, request.fireTime));
-        return false;
+        return undefined;
       }
       this.localRunning.add(key);
-      return true;
+      return {};
     }
     const running = registryPaths.shardingRunning(request.job, request.item);
-    // Twice: a holder may finish between our failed create and our misfire mark, and then it
-    // would not see the mark; re-checking after marking closes that gap.
-    for (let attempt = 0; attempt < 2; attempt += 1) {
+    let marked = false;
+    // A holder may finish between our failed create and our misfire mark without seeing the mark;
+    // re-checking after marking closes that gap (and then the item is free to take ourselves).
+    for (let attempt = 0; attempt < 3; attempt += 1) {
+      const session = this.ctx.zk.onSession(this.ctx.zk.sessionId);
+      const create = { type: 'create', path: running, data: this.ctx.instanceId, mode: 'ephemeral' } as const;
+      let read: NodeRead | undefined;
+      let taken: boolean | 'unknown';
+      // The claim lasts until the release ends; a failed attempt gives it up in `finally`.
+      this.claims.set(key, (this.claims.get(key) ?? 0) + 1);
+      let holding = false;
       try {
-        await this.createRunning(running);
-        return true;
-      } catch (err) {
-        if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NODE_EXISTS)) throw err;
+        try {
+          ({ read } = await this.batcher.commit(session, [create], registryPaths.shardingItem(request.job, request.item)));
+          taken = true;
+        } catch (err) {
+          if (is(err, ErrorCodes.ZK_NODE_EXISTS)) taken = false;
+          else if (is(err, ErrorCodes.ZK_NO_NODE)) {
+            // The item's node is missing (a job registered before its items were laid out).
+            await this.ctx.zk.ensurePath(running.slice(0, running.lastIndexOf('/')));
+            continue;
+          } else if (isRetryable(err)) taken = 'unknown'; // the create may have happened: see below
+          else throw err;
+        }
+        if (taken === true) {
+          holding = true;
+          return await this.held(session, request, key, read!);
+        }
+        if (!taken && marked === false && config.misfire && markOnBusy) {
+          await this.markMisfire(request);
+          marked = true;
+        }
+        const releasesBefore = this.releases.get(key) ?? 0;
+        const stat = await this.ctx.zk.exists(running);
+        if (!stat) {
+          if (taken === false && !marked) return undefined;
+          continue;
+        }
+        // Our own session's node that no other execution of ours has claimed, and that no release
+        // of ours overtook while we looked: a create whose answer was lost with the connection, or
+        // a release that could not delete it. Nobody else can hold or delete that node, so it is
+        // ours to use; otherwise the item would stay blocked for as long as our session lives.
+        if (stat.ephemeralOwner === this.ctx.zk.sessionId && this.claims.get(key) === 1 && (this.releases.get(key) ?? 0) === releasesBefore) {
+          this.ctx.log.info({ job: request.job, item: request.item }, 'taking over our own orphaned running node');
+          const own = this.ctx.zk.onSession(stat.ephemeralOwner);
+          holding = true;
+          return await this.held(own, request, key, own.get(registryPaths.shardingItem(request.job, request.item)));
+        }
+        return undefined;
+      } finally {
+        if (!holding) this.unclaim(key, false);
       }
-      if (!config.misfire || !markOnBusy) return false;
-      await this.markMisfire(request);
-      if (await this.ctx.zk.exists(running)) return false;
     }
-    return false;
+    return undefined;
   }
 
-  private async createRunning(path: string): Promise<void> {
+  /** Ends a claim; `released`: it held the item and its release is over. */
+  private unclaim(key: string, released: boolean): void {
+    const left = (this.claims.get(key) ?? 1) - 1;
+    if (left > 0) this.claims.set(key, left);
+    else this.claims.delete(key);
+    if (released) this.releases.set(key, (this.releases.get(key) ?? 0) + 1);
+  }
+
+  /**
+   * The lock is ours: note it, and take the completed fires from `read`. A read that lost its
+   * connection is made again: the lock was taken first, so any later read is under it. If the
+   * lock's session is gone by then, so is the lock, and the request goes back to the queue.
+   */
+  private async held(session: ZkSessionOps, request: ExecutionRequest, key: string, read: NodeRead): Promise<Hold> {
+    const path = registryPaths.shardingItem(request.job, request.item);
     try {
-      await this.ctx.zk.create(path, this.ctx.instanceId, 'ephemeral');
+      const { data } = await read.catch((err) => {
+        if (!isRetryable(err)) throw err;
+        return this.ctx.zk.get(path);
+      });
+      this.assertSession(session, path);
+      return { session, done: parseCompletedFires(data) };
     } catch (err) {
-      if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE)) throw err;
-      await this.ctx.zk.ensurePath(path.slice(0, path.lastIndexOf('/')));
-      await this.ctx.zk.create(path, this.ctx.instanceId, 'ephemeral');
+      if (is(err, ErrorCodes.ZK_NO_NODE) && this.ctx.zk.sessionId === session.sessionId) return { session, done: [] };
+      await this.releaseMonitored(request, key, { session }, undefined, undefined).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  private assertSession(session: ZkSessionOps, path: string): void {
+    if (this.ctx.zk.sessionId !== session.sessionId) {
+      throw new ZkError(ErrorCodes.ZK_SESSION_EXPIRED, -112, 'lock', path, { lockSession: session.sessionId, currentSession: this.ctx.zk.sessionId });
     }
   }
 
@@ -162,60 +265,84 @@ export class ItemExecutor {
     }
   }
 
-  /** The item's recently completed fire times (read while holding its running node). */
-  private async completedFires(request: ExecutionRequest): Promise<{ list: number[]; version: number }> {
+  /**
+   * Releases the item. With monitorExecution, after a completion the fire is recorded, and the
+   * misfire mark the run stood for deleted, in the same multi as the `running` node: the next
+   * holder can never see the item unlocked without seeing that this fire is done and its mark
+   * consumed. The misfire mark is read in the same round trip, right behind the release.
+   */
+  private async release(config: JobConfig, request: ExecutionRequest, key: string, hold: Hold, completed: boolean, mark?: MisfireMark): Promise<Released> {
+    if (!config.monitorExecution) {
+      this.localRunning.delete(key);
+      return { recorded: true, mark: undefined };
+    }
+    return this.releaseMonitored(request, key, hold, completed ? hold.done : undefined, mark, config.misfire);
+  }
+
+  private async releaseMonitored(
+    request: ExecutionRequest,
+    key: string,
+    hold: Hold,
+    completedFrom: readonly number[] | undefined,
+    mark: MisfireMark | undefined,
+    readMark = false,
+  ): Promise<Released> {
+    const { job, item, fireTime } = request;
+    const session = hold.session!;
+    const running = registryPaths.shardingRunning(job, item);
+    const notRecorded: Released = { recorded: false, mark: undefined };
     try {
-      const { data, stat } = await this.ctx.zk.get(registryPaths.shardingItem(request.job, request.item));
-      return { list: parseCompletedFires(data), version: stat.version };
-    } catch (err) {
-      if (err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE) return { list: [], version: -1 };
-      throw err;
+      // Only our own lock may be released, and the session binding makes sure of it: if our session
+      // expired, the server removed our node and another instance may hold the item now; deleting
+      // "running" then would let a third one in. Bound requests fail instead of reaching it.
+      let withMark = mark !== undefined;
+      const misfirePath = registryPaths.shardingMisfire(job, item);
+      for (;;) {
+        const ops: ZkOp[] = [];
+        if (completedFrom) ops.push({ type: 'set', path: registryPaths.shardingItem(job, item), data: JSON.stringify(withCompletedFire(completedFrom, fireTime)), version: -1 });
+        ops.push({ type: 'delete', path: running, version: -1 });
+        if (withMark) ops.push({ type: 'delete', path: misfirePath, version: mark!.version });
+        try {
+          const { read: peeked } = await this.batcher.commit(session, ops, readMark ? misfirePath : undefined);
+          return { recorded: completedFrom !== undefined || withMark, mark: peeked ? await this.markOf(peeked, request).catch(() => undefined) : undefined };
+        } catch (err) {
+          if (withMark && is(err, ErrorCodes.ZK_BAD_VERSION, ErrorCodes.ZK_NO_NODE)) {
+            // A newer fire changed the mark: keep it (it is taken next round) and commit the rest.
+            withMark = false;
+            continue;
+          }
+          if (is(err, ErrorCodes.ZK_SESSION_EXPIRED)) return notRecorded; // the node went with the session
+          if (!isRetryable(err)) {
+            this.ctx.log.warn({ err, job, item }, 'could not release the item with its completion; releasing the item only');
+            await this.deleteOwnRunning(session, running);
+            return notRecorded;
+          }
+          // The answer was lost with the connection: the multi went through or not at all. Our
+          // node tells which, once we are connected again: only this release deletes it.
+          const stat = await this.ctx.zk.exists(running);
+          if (this.ctx.zk.sessionId !== session.sessionId) return notRecorded;
+          if (!stat) return { recorded: completedFrom !== undefined || withMark, mark: undefined };
+          if (stat.ephemeralOwner !== session.sessionId) return notRecorded;
+        }
+      }
+    } finally {
+      this.unclaim(key, true);
     }
   }
 
   /**
-   * Deletes the running node. After a completion it also records the fire, and deletes the misfire
-   * mark the run stood for, in the same multi: the next holder can never see the item unlocked
-   * without seeing that this fire is done and its mark consumed.
+   * Deletes the running node after a release transaction failed, if it is still ours: a failure
+   * that left it would block the item for as long as our session lives.
    */
-  private async release(
-    config: JobConfig,
-    request: ExecutionRequest,
-    key: string,
-    completedFrom?: { list: number[] },
-    mark?: MisfireMark,
-  ): Promise<boolean> {
-    if (!config.monitorExecution) {
-      this.localRunning.delete(key);
-      return true;
-    }
-    const { job, item, fireTime } = request;
-    const running = registryPaths.shardingRunning(job, item);
-    // Only our own lock may be released. If our session expired meanwhile, the server removed our
-    // node and another instance may hold the item now: deleting "running" would let a third one in.
-    const stat = await this.ctx.zk.exists(running).catch(() => null);
-    if (!stat || stat.ephemeralOwner !== this.ctx.zk.sessionId) return false;
-    for (const withMark of mark ? [true, false] : [false]) {
-      if (!completedFrom && !withMark) break;
-      const tx = this.ctx.zk.multi();
-      if (completedFrom) tx.set(registryPaths.shardingItem(job, item), JSON.stringify(withCompletedFire(completedFrom.list, fireTime)));
-      tx.delete(running, stat.version);
-      if (withMark) tx.delete(registryPaths.shardingMisfire(job, item), mark!.version);
-      try {
-        await tx.commit();
-        return true;
-      } catch (err) {
-        // A newer fire changed the mark: keep it (it is taken next round) and commit the rest.
-        if (withMark && err instanceof ZkError && (err.code === ErrorCodes.ZK_BAD_VERSION || err.code === ErrorCodes.ZK_NO_NODE)) continue;
-        this.ctx.log.warn({ err, job, item }, 'could not record the completion; releasing the item only');
-        break;
-      }
-    }
-    await this.ctx.zk.delete(running, stat.version).catch((err) => {
+  private async deleteOwnRunning(session: ZkSessionOps, running: string): Promise<void> {
+    try {
+      const stat = await this.ctx.zk.exists(running);
+      if (!stat || stat.ephemeralOwner !== session.sessionId) return;
+      await session.multi().delete(running, stat.version).commit();
+    } catch (err) {
       // Gone with a lost session is fine; anything else leaves the item blocked until the session ends.
-      if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE)) this.ctx.log.warn({ err, job, item }, 'could not delete running node');
-    });
-    return false;
+      if (!is(err, ErrorCodes.ZK_NO_NODE, ErrorCodes.ZK_SESSION_EXPIRED)) this.ctx.log.warn({ err, running }, 'could not delete running node');
+    }
   }
 
   /** Records (in `sharding/{i}/misfire`) the latest fire time that found the item running. */
@@ -253,12 +380,17 @@ export class ItemExecutor {
       this.localMisfire.delete(key);
       return fireTime === undefined ? undefined : { fireTime, version: -1 };
     }
+    return (await this.markOf(this.ctx.zk.get(registryPaths.shardingMisfire(request.job, request.item)), request)) ?? undefined;
+  }
+
+  /** The misfire mark a read of its node found (null: none). */
+  private async markOf(read: NodeRead, request: ExecutionRequest): Promise<MisfireMark | null> {
     try {
-      const { data, stat } = await this.ctx.zk.get(registryPaths.shardingMisfire(request.job, request.item));
+      const { data, stat } = await read;
       const fireTime = Number(data.toString());
       return { fireTime: Number.isSafeInteger(fireTime) && fireTime > 0 ? fireTime : request.fireTime, version: stat.version };
     } catch (err) {
-      if (err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE) return undefined;
+      if (is(err, ErrorCodes.ZK_NO_NODE)) return null;
       throw err;
     }
   }
@@ -271,7 +403,9 @@ export class ItemExecutor {
     definition: ResolvedJobDefinition,
     config: JobConfig,
     request: ExecutionRequest,
-    settle: (status: ExecutionStatus) => Promise<ExecutionStatus> = async (status) => status,
+    /** The session the lock is held on: the execution is ours only while it lives. */
+    sessionId: string,
+    settle: (status: ExecutionStatus) => Promise<ExecutionStatus>,
   ): Promise<ExecutionStatus> {
     const { job, item, fireTime, source } = request;
     const controller = new AbortController();
@@ -279,7 +413,6 @@ export class ItemExecutor {
     const onAbortAll = () => controller.abort(stopAll.reason);
     if (stopAll.aborted) return this.skipped(request, 'worker stopping');
     stopAll.addEventListener('abort', onAbortAll, { once: true });
-    const sessionId = this.ctx.zk.sessionId;
     const log = this.ctx.log.child({ job, item, fireTime });
     const context: ShardingContext = {
       jobName: job,

@@ -1,6 +1,4 @@
-import net from 'node:net';
 import { defineJob } from '../../src';
-import { LOOPBACK } from '../../src/dev/free-port';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { JobView, type JobViewEvents } from '../../src/leader/job-view';
 import { decodeInstanceInfo, instanceInfoCodec, type InstanceInfo } from '../../src/shared/instance-info';
@@ -10,6 +8,7 @@ import { registryPaths as paths } from '../../src/shared/registry-paths';
 import { NodeCache, type ZkClient, type ZkCreateMode } from '../../src/shared/zk';
 import { closeServices, eventually, startZooKeeper, waitFor } from '../helpers/services';
 import { closeZkClients, connectZk, recordZkEvents, uniqueNamespace } from '../helpers/zk';
+import { startLink } from '../helpers/zk-relay';
 
 const JOB = 'report';
 
@@ -31,48 +30,6 @@ function record(view: JobView): Array<{ event: string; payload: object }> {
 
 const reasons = (seen: Array<{ event: string; payload: object }>): string[] =>
   seen.filter((s) => s.event === 'reshard:needed').map((s) => (s.payload as { reason: string }).reason);
-
-/**
- * A TCP relay in front of the real server: `cut()` drops its connections and refuses new ones (a
- * network partition between one client and ZooKeeper, while other clients keep writing), `heal()`
- * lets clients through again.
- */
-async function startPartitionableLink(serverPort: number): Promise<{ connectionString: string; cut(): void; heal(): void; close(): Promise<void> }> {
-  const sockets = new Set<net.Socket>();
-  let partitioned = false;
-  const track = (socket: net.Socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-    socket.on('error', () => undefined);
-  };
-  const relay = net.createServer((client) => {
-    track(client);
-    if (partitioned) return void client.destroy();
-    const upstream = net.connect(serverPort, LOOPBACK);
-    track(upstream);
-    client.pipe(upstream);
-    upstream.pipe(client);
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
-  });
-  await new Promise<void>((resolve) => relay.listen(0, LOOPBACK, resolve));
-  const port = (relay.address() as net.AddressInfo).port;
-  return {
-    connectionString: `${LOOPBACK}:${port}`,
-    cut() {
-      partitioned = true;
-      for (const socket of sockets) socket.destroy();
-    },
-    heal() {
-      partitioned = false;
-    },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        relay.close(() => resolve());
-      }),
-  };
-}
 
 /** The paths `spy` (a jest.spyOn of a ZkClient read method) was called with. */
 const calledPaths = (spy: jest.SpyInstance): string[] => spy.mock.calls.map((call) => call[0] as string);
@@ -306,7 +263,7 @@ describe('JobView', () => {
   });
 
   it('resyncs after a reconnect of the same session: every cache re-reads, changes made meanwhile are seen', async () => {
-    const link = await startPartitionableLink(server.port);
+    const link = await startLink(server.port);
     links.push(link);
     const client = await connectZk(link.connectionString, { namespace, sessionTimeoutMs: 8_000 });
     const events = recordZkEvents(client);
@@ -346,7 +303,7 @@ describe('JobView', () => {
   });
 
   it('resyncs on a new session: changes made while it had none are picked up', async () => {
-    const link = await startPartitionableLink(server.port);
+    const link = await startLink(server.port);
     links.push(link);
     const client = await connectZk(link.connectionString, { namespace, sessionTimeoutMs: 1_500 });
     const events = recordZkEvents(client);
@@ -484,7 +441,7 @@ describe('watched caches', () => {
   it('re-arms one watcher per path instead of stacking a new one per load', async () => {
     const namespace = uniqueNamespace('rearm');
     const admin = await connectZk(server.connectionString, { namespace });
-    const link = await startPartitionableLink(server.port);
+    const link = await startLink(server.port);
     try {
       const zk = await connectZk(link.connectionString, { namespace, sessionTimeoutMs: 8_000 });
       const events = recordZkEvents(zk);

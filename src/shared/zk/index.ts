@@ -1,4 +1,4 @@
-export { ZkClient, type ZkClientOptions, type ZkClientEvents, type ZkState } from './zk-client';
+export { ZkClient, type ZkClientOptions, type ZkClientEvents, type ZkSessionOps, type ZkState } from './zk-client';
 export { ZkError, toZkError, isRetryable } from './zk-errors';
 export { ZkMulti, type ZkOp, type ZkOpResult } from './zk-multi';
 export { ChildrenCache, type ChildrenCacheOptions, type ChildEntry, type ChildrenCacheEvents } from './children-cache';

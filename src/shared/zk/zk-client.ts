@@ -44,6 +44,22 @@ export interface ZkClientEvents {
   closed: Record<string, never>;
 }
 
+/**
+ * Requests that go out only on one session, each sent once (never retried). Once the client has
+ * moved to another session they fail with ZK_SESSION_EXPIRED, as the server answers for an expired
+ * one. So an ephemeral node created through them belongs to that session, and a later write through
+ * them that touches the node can only reach it while that session, and so the node, still lives:
+ * a live session's ephemeral node disappears only by an explicit delete. Requests issued in one
+ * synchronous run reach the server in that order on one connection, and ZooKeeper answers a
+ * session's requests in order: a read issued right after a write sees the write (or fails with it).
+ */
+export interface ZkSessionOps {
+  readonly sessionId: string;
+  create(path: string, data?: ZkData, mode?: ZkCreateMode): Promise<string>;
+  get(path: string): Promise<{ data: Buffer; stat: ZkStat }>;
+  multi(): ZkMulti;
+}
+
 const TRANSITIONS: Readonly<Record<ZkState, readonly ZkState[]>> = {
   idle: ['connecting', 'closed'],
   connecting: ['connected', 'closed'],
@@ -128,16 +144,20 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   // ---- operations -------------------------------------------------------------------------
 
   /** Creates a node; returns its path (with the sequence suffix for sequential modes). */
-  async create(path: string, data?: ZkData, mode: ZkCreateMode = 'persistent'): Promise<string> {
+  create(path: string, data?: ZkData, mode: ZkCreateMode = 'persistent'): Promise<string> {
     // A create lost in flight may have happened. Retrying a plain create then fails with
     // NODE_EXISTS, which callers handle; retrying a sequential one would make a second node,
     // so those are not retried (callers find their node by its data, as Curator's protected mode).
-    const retry = !mode.endsWith('_sequential');
+    return this.createOn(path, data, mode, !mode.endsWith('_sequential'));
+  }
+
+  private async createOn(path: string, data: ZkData | undefined, mode: ZkCreateMode, retry: boolean, boundTo?: string): Promise<string> {
     const created = await this.run(
       'create',
       path,
       (raw, cb) => raw.create(this.ns.abs(path), toBuffer(data) ?? Buffer.alloc(0), this.ns.acls, this.ns.mode(mode), cb),
       retry,
+      boundTo,
     );
     return this.ns.rel(created as string);
   }
@@ -148,13 +168,23 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   }
 
   /** Data and stat of a node; throws ZK_NO_NODE when absent. An optional one-shot watcher. */
-  async get(path: string, watcher?: ZkWatcher): Promise<{ data: Buffer; stat: ZkStat }> {
-    return this.run('get', path, (raw, cb) => {
-      const done = (err: Error | zookeeper.Exception | null, data: Buffer, stat: zookeeper.Stat) =>
-        cb(err, err ? undefined : { data: data ?? Buffer.alloc(0), stat: toZkStat(stat) });
-      if (watcher) raw.getData(this.ns.abs(path), this.ns.watcher(watcher), done);
-      else raw.getData(this.ns.abs(path), done);
-    });
+  get(path: string, watcher?: ZkWatcher): Promise<{ data: Buffer; stat: ZkStat }> {
+    return this.getOn(path, watcher, true);
+  }
+
+  private getOn(path: string, watcher: ZkWatcher | undefined, retry: boolean, boundTo?: string): Promise<{ data: Buffer; stat: ZkStat }> {
+    return this.run(
+      'get',
+      path,
+      (raw, cb) => {
+        const done = (err: Error | zookeeper.Exception | null, data: Buffer, stat: zookeeper.Stat) =>
+          cb(err, err ? undefined : { data: data ?? Buffer.alloc(0), stat: toZkStat(stat) });
+        if (watcher) raw.getData(this.ns.abs(path), this.ns.watcher(watcher), done);
+        else raw.getData(this.ns.abs(path), done);
+      },
+      retry,
+      boundTo,
+    );
   }
 
   /** Node data as UTF-8 text, or undefined when the node does not exist. */
@@ -227,27 +257,45 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
     return new ZkMulti((ops, fenced) => this.commit(ops, fenced), true).check(fence.path, fence.version);
   }
 
+  /**
+   * Requests bound to session `sessionId`, normally the current {@link sessionId} captured before
+   * taking an ephemeral lock: see {@link ZkSessionOps}.
+   */
+  onSession(sessionId: string): ZkSessionOps {
+    return {
+      sessionId,
+      create: (path, data, mode = 'persistent') => this.createOn(path, data, mode, false, sessionId),
+      get: (path) => this.getOn(path, undefined, false, sessionId),
+      multi: () => new ZkMulti((ops, fenced) => this.commit(ops, fenced, sessionId)),
+    };
+  }
+
   // ---- internals --------------------------------------------------------------------------
 
-  private async commit(ops: readonly ZkOp[], fenced: boolean): Promise<ZkOpResult[]> {
+  private async commit(ops: readonly ZkOp[], fenced: boolean, boundTo?: string): Promise<ZkOpResult[]> {
     if (ops.length === 0) return [];
     // A multi is not idempotent (creates, sequential nodes): never retried here.
-    const outcome = await this.run<RawMultiOutcome>('multi', undefined, (raw, cb) => sendTransaction(raw, this.ns, ops, cb), false);
+    const outcome = await this.run<RawMultiOutcome>('multi', undefined, (raw, cb) => sendTransaction(raw, this.ns, ops, cb), false, boundTo);
     return multiResults(outcome, ops, fenced, this.ns);
   }
 
   /**
    * Runs one request on the live session. Waits (up to connectTimeoutMs) for a connection when
-   * suspended, and retries connection-loss failures with backoff when `retry` is set.
+   * suspended, and retries connection-loss failures with backoff when `retry` is set. With
+   * `boundTo`, only on that session: ZK_SESSION_EXPIRED once the client has moved to another one.
    */
   private async run<T>(
     op: string,
     path: string | undefined,
     call: (raw: zookeeper.Client, cb: (err: unknown, value?: unknown) => void) => void,
     retry = true,
+    boundTo?: string,
   ): Promise<T> {
     for (let attempt = 0; ; attempt += 1) {
       const session = await this.awaitConnected(op, path);
+      if (boundTo !== undefined && session.sessionId !== boundTo) {
+        throw new ZkError(ErrorCodes.ZK_SESSION_EXPIRED, -112, op, path, { boundTo, currentSession: session.sessionId });
+      }
       const sentAt = Date.now();
       try {
         return await session.request<T>(

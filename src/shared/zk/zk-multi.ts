@@ -45,6 +45,12 @@ export class ZkMulti {
     return this;
   }
 
+  /** Queues an operation built elsewhere. */
+  add(op: ZkOp): this {
+    this.ops.push(op);
+    return this;
+  }
+
   /** Operations queued so far (a fenced multi's first one is its check). */
   get size(): number {
     return this.ops.length;

@@ -10,6 +10,8 @@ export interface ZkStat {
   ephemeralOwner: string;
   ctimeMs: number;
   mtimeMs: number;
+  /** Hex id of the transaction that created the node: nodes created in one multi share it. */
+  czxid: string;
 }
 
 /** Creation modes, named rather than numbered. */
@@ -47,6 +49,7 @@ export function toZkStat(stat: Stat): ZkStat {
     ephemeralOwner: sessionIdHex(stat.ephemeralOwner),
     ctimeMs: bufferToNumber(stat.ctime),
     mtimeMs: bufferToNumber(stat.mtime),
+    czxid: Buffer.isBuffer(stat.czxid) ? stat.czxid.toString('hex') : String(stat.czxid),
   };
 }
 

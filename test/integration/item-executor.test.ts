@@ -1,0 +1,620 @@
+/**
+ * ItemExecutor with monitorExecution against a real ZooKeeper: each instance is an executor on its
+ * own ZkClient (its own session), sharing one namespace. Faults are real: sessions expire because a
+ * relay cut the client off for longer than its timeout, answers are lost because the relay drops the
+ * connection right after the server applied the request, requests are held back by the relay to
+ * force an interleaving, and a holder dies by closing its session.
+ *
+ * The protocol under test, per item: the lock is the ephemeral `sharding/{i}/running` node, created
+ * on a session-bound handle with a read of `sharding/{i}` (the completed fires) right behind it; the
+ * release is one session-bound multi (record the fire, delete `running`, delete the consumed
+ * `misfire` mark) with a read of the mark right behind it.
+ */
+import pino from 'pino';
+import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
+import { ErrorCodes } from '../../src/shared/errors';
+import type { ExecutionSource } from '../../src/shared/execution-request';
+import { defineJob, type ExecutionStatus, type ShardingContext } from '../../src/shared/job-definition';
+import { registryPaths as paths } from '../../src/shared/registry-paths';
+import type { ZkClient } from '../../src/shared/zk';
+import { ItemExecutor, type ExecutionRecord } from '../../src/worker/item-executor';
+import { closeServices, startZooKeeper, waitFor } from '../helpers/services';
+import { closeZkClients, connectZk, recordZkEvents, uniqueNamespace } from '../helpers/zk';
+import { OP, startLink, type Link } from '../helpers/zk-relay';
+
+const JOB = 'billing';
+const ITEM = paths.shardingItem(JOB, 0);
+const RUNNING = paths.shardingRunning(JOB, 0);
+const MISFIRE = paths.shardingMisfire(JOB, 0);
+const FAILOVER = paths.shardingFailover(JOB, 0);
+
+/** What the executor logs when it takes over a running node of its own session that none of its executions holds. */
+const ADOPTED = 'taking over our own orphaned running node';
+/** What it logs when a release multi failed other than by session expiry (and it checks the node itself). */
+const RELEASE_FAILED = 'could not release the item with its completion; releasing the item only';
+
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+/** One worker instance: an executor on its own ZooKeeper session. */
+interface Instance {
+  zk: ZkClient;
+  records: ExecutionRecord[];
+  /** Messages the executor logged (debug and up), in order. */
+  logs: string[];
+  abort: AbortController;
+  run(fireTime: number, source?: ExecutionSource, options?: { mustRun?: boolean; item?: number }): Promise<ExecutionStatus | 'deferred'>;
+  /** `[fireTime, source]` of every execution started, in order (item 0 unless `item`). */
+  starts(item?: number): Array<[number, ExecutionSource]>;
+  /** `[fireTime, source, status]` of every finish record, in order (item 0 unless `item`). */
+  finishes(item?: number): Array<[number, ExecutionSource, ExecutionStatus | undefined]>;
+}
+
+let server: ZooKeeperServer;
+let namespace: string;
+/** Reads the registry as an operator would, on a session of its own. */
+let admin: ZkClient;
+let links: Link[];
+
+beforeAll(async () => {
+  server = await startZooKeeper();
+});
+afterAll(closeServices);
+
+beforeEach(async () => {
+  namespace = uniqueNamespace('item-executor');
+  links = [];
+  admin = await connectZk(server.connectionString, { namespace });
+});
+
+afterEach(async () => {
+  try {
+    await closeZkClients();
+  } finally {
+    await Promise.all(links.map((l) => l.close()));
+  }
+});
+
+async function link(): Promise<Link> {
+  const created = await startLink(server.port);
+  links.push(created);
+  return created;
+}
+
+/**
+ * An instance whose handler is `execute`. Sessions last 10 s unless told; `link` puts a relay
+ * between it and ZooKeeper. `owns` is the worker's ownership check unless replaced.
+ */
+async function instance(
+  instanceId: string,
+  execute: (ctx: ShardingContext) => unknown,
+  options: { link?: Link; sessionTimeoutMs?: number; owns?: (zk: ZkClient, sessionId: string) => boolean } = {},
+): Promise<Instance> {
+  const definition = defineJob({ name: JOB, cron: '0 0 * * * ?', shardingTotalCount: 2, shardingItemParameters: '0=A,1=B', misfire: true, monitorExecution: true, execute });
+  const zk = await connectZk(options.link?.connectionString ?? server.connectionString, { namespace, sessionTimeoutMs: options.sessionTimeoutMs ?? 10_000 });
+  const records: ExecutionRecord[] = [];
+  const logs: string[] = [];
+  const log = pino({ level: 'debug' }, { write: (line: string) => void logs.push((JSON.parse(line) as { msg: string }).msg) });
+  const abort = new AbortController();
+  // As the worker: the session the execution started on, still within reach of the server.
+  const owns = options.owns ?? ((client, sessionId) => client.sessionId === sessionId && Date.now() < client.contactDeadline());
+  const executor = new ItemExecutor({
+    zk,
+    instanceId,
+    log,
+    config: () => definition.config,
+    owns: (sessionId) => owns(zk, sessionId),
+    abortSignal: () => abort.signal,
+    record: (r) => records.push(r),
+  });
+  return {
+    zk,
+    records,
+    logs,
+    abort,
+    run: (fireTime, source = 'NORMAL', { mustRun = false, item = 0 } = {}) => executor.run(definition, { job: JOB, item, fireTime, source, epoch: 1 }, { mustRun }),
+    starts: (item = 0) => records.filter((r) => r.event === 'start' && r.item === item).map((r) => [r.fireTime, r.source]),
+    finishes: (item = 0) => records.filter((r) => r.event === 'finish' && r.item === item).map((r) => [r.fireTime, r.source, r.status]),
+  };
+}
+
+/** A handler that does `arm` in its first run only (to act on the release that follows that run). */
+function onFirstRun(arm: () => void): () => void {
+  let armed = false;
+  return () => {
+    if (!armed) arm();
+    armed = true;
+  };
+}
+
+/** Lays out the item's node, as the leader does when it registers a job. */
+async function layOutItem(item = 0): Promise<void> {
+  await admin.ensurePath(paths.shardingItem(JOB, item));
+}
+
+/** The item's completed fires as stored in ZooKeeper. */
+async function completedList(item = 0): Promise<number[]> {
+  const { data } = await admin.get(paths.shardingItem(JOB, item));
+  return data.length === 0 ? [] : (JSON.parse(data.toString()) as number[]);
+}
+
+/** The session holding the item's `running` node, if any. */
+async function runningOwner(item = 0): Promise<string | undefined> {
+  return (await admin.exists(paths.shardingRunning(JOB, item)))?.ephemeralOwner;
+}
+
+/** After a run: the item is free, has no misfire mark, and its completed fires are `fires`. */
+async function expectSettled(fires: number[], item = 0): Promise<void> {
+  expect(await runningOwner(item)).toBeUndefined();
+  expect(await admin.exists(paths.shardingMisfire(JOB, item))).toBeNull();
+  expect(await completedList(item)).toEqual(fires);
+}
+
+describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
+  it('holds the running node on its own session while the handler runs, and records each fire with the release', async () => {
+    const seen: Array<{ owner?: string; data?: string; completed: number[] }> = [];
+    const a = await instance('a', async () => {
+      const { data, stat } = await admin.get(RUNNING);
+      seen.push({ owner: stat.ephemeralOwner, data: data.toString(), completed: await completedList() });
+    });
+    for (let f = 1000; f <= 5000; f += 1000) await expect(a.run(f)).resolves.toBe('completed');
+    // Under the lock the fire is not recorded yet; it is recorded together with the release.
+    expect(seen).toEqual([
+      { owner: a.zk.sessionId, data: 'a', completed: [] },
+      { owner: a.zk.sessionId, data: 'a', completed: [1000] },
+      { owner: a.zk.sessionId, data: 'a', completed: [1000, 2000] },
+      { owner: a.zk.sessionId, data: 'a', completed: [1000, 2000, 3000] },
+      { owner: a.zk.sessionId, data: 'a', completed: [1000, 2000, 3000, 4000] },
+    ]);
+    expect(a.finishes()).toEqual([1000, 2000, 3000, 4000, 5000].map((f) => [f, 'NORMAL', 'completed']));
+    await expectSettled([1000, 2000, 3000, 4000, 5000]);
+    // Nothing is left under the item: no lock, no mark, no failover marker.
+    expect(await admin.children(ITEM)).toEqual([]);
+  });
+
+  it('gives the handler its context', async () => {
+    let seen: ShardingContext | undefined;
+    const a = await instance('a', (ctx) => void (seen = ctx));
+    await expect(a.run(5000)).resolves.toBe('completed');
+    expect(seen).toMatchObject({ jobName: JOB, shardingItem: 0, shardingParameter: 'A', shardingTotalCount: 2, fireTime: 5000, source: 'NORMAL', instanceId: 'a', taskId: `${JOB}@-@5000@-@0@-@a` });
+    expect(typeof seen!.log.info).toBe('function');
+    expect(seen!.signal.aborted).toBe(false);
+    // After the run the session is still ours: the check passes.
+    expect(() => seen!.assertOwnership()).not.toThrow();
+  });
+
+  it('skips a fire another instance completed, whatever the source', async () => {
+    const a = await instance('a', () => undefined);
+    const b = await instance('b', () => undefined);
+    await expect(b.run(1000)).resolves.toBe('completed');
+    await expect(a.run(2000)).resolves.toBe('completed');
+    await expect(b.run(2000, 'FAILOVER')).resolves.toBe('skipped');
+    await expect(b.run(2000, 'NORMAL')).resolves.toBe('skipped');
+    expect(a.starts()).toEqual([[2000, 'NORMAL']]);
+    expect(b.starts()).toEqual([[1000, 'NORMAL']]);
+    expect(b.finishes().slice(1)).toEqual([
+      [2000, 'FAILOVER', 'skipped'],
+      [2000, 'NORMAL', 'skipped'],
+    ]);
+    expect(await admin.exists(FAILOVER)).toBeNull();
+    await expect(b.run(3000)).resolves.toBe('completed');
+    await expectSettled([1000, 2000, 3000]);
+  });
+
+  it('hands a busy item to its holder as a misfire and consumes the mark with the re-run', async () => {
+    const gate = deferred();
+    let calls = 0;
+    const a = await instance('a', () => (calls++ === 0 ? gate.promise : undefined));
+    const b = await instance('b', () => undefined);
+    const first = a.run(1000);
+    await waitFor(() => a.starts().length === 1, { message: 'a runs fire 1000' });
+    await expect(b.run(2000)).resolves.toBe('skipped');
+    expect(await admin.getText(MISFIRE)).toBe('2000');
+    expect(await runningOwner()).toBe(a.zk.sessionId);
+    gate.resolve();
+    await expect(first).resolves.toBe('completed');
+    expect(a.starts()).toEqual([[1000, 'NORMAL'], [2000, 'MISFIRE']]);
+    expect(b.starts()).toEqual([]);
+    await expectSettled([1000, 2000]);
+  });
+
+  it('keeps a mark that a newer fire changed during the re-run, and runs that fire next', async () => {
+    const gates = new Map([
+      [1000, deferred()],
+      [2000, deferred()],
+    ]);
+    const a = await instance('a', (ctx) => gates.get(ctx.fireTime)?.promise);
+    const b = await instance('b', () => undefined);
+    const c = await instance('c', () => undefined);
+    const first = a.run(1000);
+    await waitFor(() => a.starts().length === 1, { message: 'a runs fire 1000' });
+    await expect(b.run(2000)).resolves.toBe('skipped');
+    gates.get(1000)!.resolve();
+    await waitFor(() => a.starts().length === 2, { message: 'a re-runs fire 2000' });
+    // The re-run holds the mark it stands for at its first version; fire 3000 moves it on.
+    await expect(c.run(3000)).resolves.toBe('skipped');
+    expect(await admin.getText(MISFIRE)).toBe('3000');
+    gates.get(2000)!.resolve();
+    await expect(first).resolves.toBe('completed');
+    expect(a.starts()).toEqual([[1000, 'NORMAL'], [2000, 'MISFIRE'], [3000, 'MISFIRE']]);
+    expect(a.finishes()).toEqual([
+      [1000, 'NORMAL', 'completed'],
+      [2000, 'MISFIRE', 'completed'],
+      [3000, 'MISFIRE', 'completed'],
+    ]);
+    await expectSettled([1000, 2000, 3000]);
+  });
+
+  it('closes the race of a holder finishing between the failed create and the mark', async () => {
+    const relay = await link();
+    const gate = deferred();
+    const a = await instance('a', () => gate.promise);
+    const b = await instance('b', () => undefined, { link: relay });
+    const first = a.run(1000);
+    await waitFor(() => a.starts().length === 1, { message: 'a runs fire 1000' });
+    // b's first look at the mark (after its create failed) is held back on the wire until a has
+    // finished and released, without any mark to see.
+    const held = relay.holdNext({ op: OP.getData, path: MISFIRE });
+    const bRun = b.run(2000);
+    const resume = await held;
+    expect(await runningOwner()).toBe(a.zk.sessionId);
+    gate.resolve();
+    await expect(first).resolves.toBe('completed');
+    expect(await runningOwner()).toBeUndefined();
+    expect(await admin.exists(MISFIRE)).toBeNull();
+    resume();
+    await bRun;
+    // Fire 2000 is not lost: b marked it, found the item free, and ran it itself (once); the mark
+    // it left is consumed with that run (see the status test below for what run() resolves with).
+    expect([...a.starts(), ...b.starts()]).toEqual([[1000, 'NORMAL'], [2000, 'NORMAL']]);
+    expect(b.finishes()[0]).toEqual([2000, 'NORMAL', 'completed']);
+    await expectSettled([1000, 2000]);
+  });
+
+  it('does not take its own node for an orphan when its own release overtakes the look at it', async () => {
+    const relay = await link();
+    await layOutItem();
+    const gate = deferred();
+    const a = await instance('a', (ctx) => (ctx.fireTime === 1000 ? gate.promise : undefined), { link: relay });
+    const first = a.run(1000);
+    await waitFor(() => a.starts().length === 1, { message: 'a runs fire 1000' });
+    // A failed-over request of the same process finds the item taken by its own session. Its look
+    // at the node is held on the wire, and the release of the run holding it is sent behind it: the
+    // server answers "ours" and then deletes the node, and the answers arrive together.
+    const held = relay.holdNext({ op: OP.exists, path: RUNNING });
+    const second = a.run(2000, 'FAILOVER');
+    const resume = await held;
+    gate.resolve();
+    await waitFor(() => a.finishes().length === 1 || undefined, { timeoutMs: 300 }).catch(() => undefined);
+    resume();
+    await expect(first).resolves.toBe('completed');
+    // The node it saw was the one being released, not an orphan: it waits and runs as itself.
+    await expect(second).resolves.toBe('deferred');
+    expect(a.logs).not.toContain(ADOPTED);
+    expect(a.starts()).toEqual([[1000, 'NORMAL']]);
+    expect(await runningOwner()).toBeUndefined();
+    await expect(a.run(2000, 'FAILOVER')).resolves.toBe('completed');
+    await expectSettled([1000, 2000]);
+  });
+
+  it('resolves with the status of the run it made, not of a re-run round skipped because that fire completed meanwhile', async () => {
+    const gate = deferred();
+    const a = await instance('a', (ctx) => (ctx.source === 'NORMAL' ? gate.promise : undefined));
+    const b = await instance('b', () => undefined);
+    const first = a.run(1000);
+    await waitFor(() => a.starts().length === 1, { message: 'a runs fire 1000' });
+    // The same fire again (a replayed dispatch) finds the item busy: it becomes a mark for fire 1000.
+    await expect(b.run(1000)).resolves.toBe('skipped');
+    expect(await admin.getText(MISFIRE)).toBe('1000');
+    gate.resolve();
+    const status = await first;
+    // a ran fire 1000 once and completed it; the mark's round found 1000 done and only consumed it.
+    expect(a.starts()).toEqual([[1000, 'NORMAL']]);
+    expect(a.finishes()).toEqual([
+      [1000, 'NORMAL', 'completed'],
+      [1000, 'MISFIRE', 'skipped'],
+    ]);
+    await expectSettled([1000]);
+    expect(status).toBe('completed');
+  });
+
+  // The worker's check, and a process that has not noticed yet: the release is bound to the session
+  // the lock was taken on either way, so it cannot touch the lock the next holder took.
+  it.each([
+    // The handler's return is not a completion: the session it started on is gone.
+    ['with the worker ownership check', undefined, undefined],
+    // The completion is attempted, and the release bound to the dead session is refused.
+    ['even when the execution still believes it owns the item', () => true, expect.stringContaining('could not be recorded')],
+  ])('does not release a lock once its session is gone, and does not record that run (%s)', async (_, owns, reason) => {
+    const relay = await link();
+    const gate = deferred();
+    const a = await instance('a', () => gate.promise, { link: relay, sessionTimeoutMs: 1_000, owns });
+    const first = a.run(1000);
+    await waitFor(() => a.starts().length === 1, { message: 'a runs fire 1000' });
+    const oldSession = a.zk.sessionId;
+    expect(await runningOwner()).toBe(oldSession);
+    // a is cut off for longer than its session: the server expires it and deletes a's node.
+    relay.cut();
+    await waitFor(async () => (await runningOwner()) === undefined, { message: "a's session expired by the server" });
+    relay.heal();
+    await waitFor(() => a.zk.state === 'connected' && a.zk.sessionId !== oldSession, { message: 'a on a new session' });
+    // b2 takes the item (as a failover) and holds it while a's handler finishes.
+    const bGate = deferred();
+    const b2 = await instance('b2', () => bGate.promise);
+    const bHeld = b2.run(1000, 'FAILOVER');
+    await waitFor(async () => (await runningOwner()) === b2.zk.sessionId, { message: 'b2 holds the item' });
+    gate.resolve();
+    await expect(first).resolves.toBe('aborted');
+    expect(a.records.filter((r) => r.event === 'finish')).toEqual([expect.objectContaining({ fireTime: 1000, status: 'aborted', reason })]);
+    // Refused as expired: no fallback delete was tried on the node b2 holds now.
+    expect(a.logs).not.toContain(RELEASE_FAILED);
+    expect(await runningOwner()).toBe(b2.zk.sessionId);
+    expect(await completedList()).toEqual([]);
+    bGate.resolve();
+    await expect(bHeld).resolves.toBe('completed');
+    expect(await completedList()).toEqual([1000]);
+    const b = await instance('b', () => undefined);
+    await expect(b.run(1000, 'FAILOVER')).resolves.toBe('skipped');
+    expect(b.starts()).toEqual([]);
+    await expectSettled([1000]);
+  });
+
+  it('defers a failover request that finds its item running instead of folding it into a misfire', async () => {
+    const gate = deferred();
+    const a = await instance('a', () => gate.promise);
+    const b = await instance('b', () => undefined);
+    const first = a.run(1000);
+    await waitFor(() => a.starts().length === 1, { message: 'a runs fire 1000' });
+    await expect(b.run(900, 'FAILOVER')).resolves.toBe('deferred');
+    // A request put back after an abort must run too: deferred, not marked.
+    await expect(b.run(800, 'NORMAL', { mustRun: true })).resolves.toBe('deferred');
+    expect(await admin.exists(MISFIRE)).toBeNull();
+    expect(b.records).toEqual([]);
+    gate.resolve();
+    await expect(first).resolves.toBe('completed');
+    expect(a.starts()).toEqual([[1000, 'NORMAL']]);
+    let failoverMarker: string | undefined;
+    const c = await instance('c', async () => void (failoverMarker = await admin.getText(FAILOVER)));
+    await expect(c.run(900, 'FAILOVER')).resolves.toBe('completed');
+    // While it ran, the failover marker named the instance running it; it is gone after.
+    expect(failoverMarker).toBe('c');
+    expect(c.starts()).toEqual([[900, 'FAILOVER']]);
+    expect(await admin.exists(FAILOVER)).toBeNull();
+    await expectSettled([1000, 900]);
+  });
+
+  it('adopts its own running node when the answer to its lock request was lost', async () => {
+    const relay = await link();
+    await layOutItem();
+    const a = await instance('a', () => undefined, { link: relay });
+    const events = recordZkEvents(a.zk);
+    const session = a.zk.sessionId;
+    // The create reaches the server and is applied; the answer (and the read behind it) is lost.
+    relay.loseNextAnswer({ op: OP.create, path: RUNNING });
+    await expect(a.run(1000)).resolves.toBe('completed');
+    expect(events).toEqual(['suspended', 'reconnected']);
+    expect(a.logs.filter((m) => m === ADOPTED)).toHaveLength(1);
+    expect(a.zk.sessionId).toBe(session);
+    await expect(a.run(2000)).resolves.toBe('completed');
+    expect(a.starts()).toEqual([[1000, 'NORMAL'], [2000, 'NORMAL']]);
+    await expectSettled([1000, 2000]);
+  });
+
+  it('takes the lock again when its lock request was lost before it reached ZooKeeper', async () => {
+    const relay = await link();
+    await layOutItem();
+    const a = await instance('a', () => undefined, { link: relay });
+    const events = recordZkEvents(a.zk);
+    const session = a.zk.sessionId;
+    relay.cutAtNext({ op: OP.create, path: RUNNING });
+    const result = a.run(1000);
+    await waitFor(() => relay.isCut, { message: 'the lock request was cut' });
+    expect(await runningOwner()).toBeUndefined();
+    relay.heal();
+    await expect(result).resolves.toBe('completed');
+    expect(events).toEqual(['suspended', 'reconnected']);
+    // The node was not there: a plain second create, nothing to adopt.
+    expect(a.logs).not.toContain(ADOPTED);
+    expect(a.zk.sessionId).toBe(session);
+    expect(a.starts()).toEqual([[1000, 'NORMAL']]);
+    await expectSettled([1000]);
+  });
+
+  it('does not take a lost read of the completed fires for an empty list', async () => {
+    const relay = await link();
+    const b = await instance('b', () => undefined);
+    await expect(b.run(1000)).resolves.toBe('completed');
+    const a = await instance('a', () => undefined, { link: relay });
+    const events = recordZkEvents(a.zk);
+    // a takes the lock; the answer to the read right behind it is lost with the connection.
+    relay.loseNextAnswer({ op: OP.getData, path: ITEM });
+    const outcome = await a.run(1000).catch((err: unknown) => err);
+    expect(events).toEqual(['suspended', 'reconnected']);
+    // Fire 1000 is done: it must not run again, whether the executor reads again or gives the request back.
+    expect(a.starts()).toEqual([]);
+    if (typeof outcome === 'string') expect(outcome).toBe('skipped');
+    else expect(outcome).toMatchObject({ code: ErrorCodes.ZK_CONNECTION_LOSS });
+    await expectSettled([1000]);
+    await expect(a.run(2000)).resolves.toBe('completed');
+    await expectSettled([1000, 2000]);
+  });
+
+  it('never adopts a node another execution of this process holds', async () => {
+    const gate = deferred();
+    const a = await instance('a', (ctx) => (ctx.fireTime === 1000 ? gate.promise : undefined));
+    const first = a.run(1000);
+    await waitFor(() => a.starts().length === 1, { message: 'a runs fire 1000' });
+    // Same session, same item: the node is ours but held, so this is a misfire, not an adoption.
+    await expect(a.run(2000)).resolves.toBe('skipped');
+    expect(await admin.getText(MISFIRE)).toBe('2000');
+    expect(a.logs).not.toContain(ADOPTED);
+    expect(a.starts()).toEqual([[1000, 'NORMAL']]);
+    gate.resolve();
+    await expect(first).resolves.toBe('completed');
+    expect(a.starts()).toEqual([[1000, 'NORMAL'], [2000, 'MISFIRE']]);
+    await expectSettled([1000, 2000]);
+  });
+
+  it('runs the items of a job independently: a busy item does not hold up another', async () => {
+    const gate = deferred();
+    const a = await instance('a', () => undefined);
+    const b = await instance('b', (ctx) => (ctx.fireTime === 3000 ? gate.promise : undefined));
+    await expect(Promise.all([a.run(1000, 'NORMAL', { item: 0 }), a.run(1000, 'NORMAL', { item: 1 })])).resolves.toEqual(['completed', 'completed']);
+    const held = b.run(3000, 'NORMAL', { item: 1 });
+    await waitFor(() => b.starts(1).length === 1, { message: 'b runs item 1' });
+    await expect(Promise.all([a.run(3000, 'NORMAL', { item: 0 }), a.run(3000, 'NORMAL', { item: 1 })])).resolves.toEqual(['completed', 'skipped']);
+    expect(await admin.getText(paths.shardingMisfire(JOB, 1))).toBe('3000');
+    gate.resolve();
+    await held;
+    expect(a.starts(0)).toEqual([[1000, 'NORMAL'], [3000, 'NORMAL']]);
+    expect(a.starts(1)).toEqual([[1000, 'NORMAL']]);
+    // a's fire 3000 of item 1 became a misfire mark, which b consumed: 3000 already completed there.
+    expect(b.starts(1)).toEqual([[3000, 'NORMAL']]);
+    expect(b.finishes(1)).toEqual([
+      [3000, 'NORMAL', 'completed'],
+      [3000, 'MISFIRE', 'skipped'],
+    ]);
+    await expectSettled([1000, 3000], 0);
+    await expectSettled([1000, 3000], 1);
+  });
+
+  it('a mark left by a holder that died is found by the next holder', async () => {
+    const a = await instance('a', () => undefined);
+    const bGate = deferred();
+    const b = await instance('b', () => bGate.promise);
+    const c = await instance('c', () => undefined);
+    await expect(a.run(1000)).resolves.toBe('completed');
+    const bRun = b.run(2000);
+    await waitFor(() => b.starts().length === 1, { message: 'b runs fire 2000' });
+    await expect(c.run(3000)).resolves.toBe('skipped'); // marks 3000 for the holder
+    expect(await admin.getText(MISFIRE)).toBe('3000');
+    // b dies holding the item: its session ends with it, and it never reads the mark.
+    await b.zk.close();
+    expect(await runningOwner()).toBeUndefined();
+    bGate.resolve();
+    await expect(bRun).resolves.toBe('aborted');
+    expect(await admin.getText(MISFIRE)).toBe('3000');
+    await expect(a.run(4000)).resolves.toBe('completed');
+    expect(a.starts()).toEqual([[1000, 'NORMAL'], [4000, 'NORMAL'], [3000, 'MISFIRE']]);
+    await expectSettled([1000, 4000, 3000]);
+  });
+
+  it('a re-run that fails keeps its mark, and the next run of the item finds it', async () => {
+    const gate = deferred();
+    let failNext = false;
+    const a = await instance('a', async (ctx) => {
+      if (ctx.fireTime === 1000) await gate.promise;
+      if (ctx.source === 'MISFIRE' && !failNext) {
+        failNext = true;
+        throw new Error('boom');
+      }
+    });
+    const b = await instance('b', () => undefined);
+    const first = a.run(1000);
+    await waitFor(() => a.starts().length === 1, { message: 'a runs fire 1000' });
+    await expect(b.run(2000)).resolves.toBe('skipped');
+    gate.resolve();
+    await expect(first).resolves.toBe('failed');
+    expect(await admin.getText(MISFIRE)).toBe('2000');
+    expect(await runningOwner()).toBeUndefined();
+    expect(await completedList()).toEqual([1000]);
+    await expect(a.run(3000)).resolves.toBe('completed');
+    expect(a.starts()).toEqual([[1000, 'NORMAL'], [2000, 'MISFIRE'], [3000, 'NORMAL'], [2000, 'MISFIRE']]);
+    await expectSettled([1000, 3000, 2000]);
+  });
+
+  it('reports a run whose completion could not be recorded as aborted, not completed', async () => {
+    const relay = await link();
+    // The handler returns while a still owns the item; the release that follows never reaches
+    // ZooKeeper, and a stays cut off until the server expired its session.
+    const a = await instance('a', () => relay.cutAtNext({ op: OP.multi }), { link: relay, sessionTimeoutMs: 1_000 });
+    const result = a.run(1000);
+    await waitFor(() => relay.isCut, { message: 'the release multi was cut' });
+    await waitFor(async () => (await runningOwner()) === undefined, { message: "a's session expired by the server" });
+    relay.heal();
+    await expect(result).resolves.toBe('aborted');
+    expect(a.records.find((r) => r.event === 'finish')).toMatchObject({ status: 'aborted', reason: expect.stringContaining('could not be recorded') });
+    expect(await completedList()).toEqual([]);
+    const b = await instance('b', () => undefined);
+    await expect(b.run(1000, 'FAILOVER')).resolves.toBe('completed');
+    await expectSettled([1000]);
+  });
+
+  it('frees the item on the same session when its release never reached ZooKeeper, and reports the run as ZooKeeper recorded it', async () => {
+    const relay = await link();
+    const a = await instance('a', onFirstRun(() => relay.cutAtNext({ op: OP.multi })), { link: relay });
+    const events = recordZkEvents(a.zk);
+    const session = a.zk.sessionId;
+    const result = a.run(1000);
+    await waitFor(() => relay.isCut, { message: 'the release multi was cut' });
+    expect(await runningOwner()).toBe(session);
+    relay.heal();
+    const status = await result;
+    // The session survived: the node, still ours, is not left to block the item for the session's
+    // life (whether the executor sends the release again or only deletes its node).
+    expect(events).toEqual(['suspended', 'reconnected']);
+    expect(a.zk.sessionId).toBe(session);
+    expect(await runningOwner()).toBeUndefined();
+    expect(a.starts()).toEqual([[1000, 'NORMAL']]);
+    // Completed if and only if the completion was recorded; an aborted run may (and does) run again.
+    expect(['completed', 'aborted']).toContain(status);
+    expect(await completedList()).toEqual(status === 'completed' ? [1000] : []);
+    expect(a.finishes()).toEqual([[1000, 'NORMAL', status]]);
+    await expect(a.run(1000, 'NORMAL', { mustRun: true })).resolves.toBe(status === 'completed' ? 'skipped' : 'completed');
+    expect(a.starts()).toEqual(status === 'completed' ? [[1000, 'NORMAL']] : [[1000, 'NORMAL'], [1000, 'NORMAL']]);
+    await expectSettled([1000]);
+  });
+
+  describe('a release whose answer was lost', () => {
+    async function loseReleaseAnswer(): Promise<{ a: Instance; status: ExecutionStatus | 'deferred'; events: string[]; session: string }> {
+      const relay = await link();
+      // The release that follows is applied by the server; its answer is lost with the connection.
+      const a = await instance('a', onFirstRun(() => relay.loseNextAnswer({ op: OP.multi })), { link: relay });
+      const events = recordZkEvents(a.zk);
+      const session = a.zk.sessionId;
+      const status = await a.run(1000);
+      return { a, status, events, session };
+    }
+
+    it('went through: the fire is recorded once, the item is free, and a retry of the request does not run it again', async () => {
+      const { a, events, session } = await loseReleaseAnswer();
+      expect(events).toEqual(['suspended', 'reconnected']);
+      expect(a.zk.sessionId).toBe(session);
+      await expectSettled([1000]);
+      // Whatever was reported, the same request taken again (as the worker does after an abort) is skipped.
+      await expect(a.run(1000, 'NORMAL', { mustRun: true })).resolves.toBe('skipped');
+      await expect(a.run(2000)).resolves.toBe('completed');
+      expect(a.starts()).toEqual([[1000, 'NORMAL'], [2000, 'NORMAL']]);
+      await expectSettled([1000, 2000]);
+    });
+
+    it('is reported completed, since the release with the completion committed', async () => {
+      const { a, status } = await loseReleaseAnswer();
+      await expectSettled([1000]);
+      expect(a.finishes()).toEqual([[1000, 'NORMAL', 'completed']]);
+      expect(status).toBe('completed');
+    });
+  });
+
+  it("aborts the handler's signal when the worker stops its executions", async () => {
+    let seen: AbortSignal | undefined;
+    const a = await instance('a', (ctx) => {
+      seen = ctx.signal;
+      return new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve()));
+    });
+    const running = a.run(1000);
+    await waitFor(() => seen !== undefined, { message: 'handler started' });
+    expect(seen?.aborted).toBe(false);
+    expect(await runningOwner()).toBe(a.zk.sessionId);
+    a.abort.abort(new Error('stop'));
+    await expect(running).resolves.toBe('aborted');
+    expect(seen?.aborted).toBe(true);
+    expect(a.finishes()).toEqual([[1000, 'NORMAL', 'aborted']]);
+    expect(await runningOwner()).toBeUndefined();
+    expect(await completedList()).toEqual([]);
+  });
+});
