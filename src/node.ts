@@ -88,6 +88,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
         ip,
         jobs,
         concurrency: options.concurrency ?? env.concurrency,
+        ...(env.consumers !== undefined && { consumers: env.consumers }),
         shutdownGraceMs: options.shutdownGraceMs ?? env.shutdownGraceMs,
         logger: log,
       });

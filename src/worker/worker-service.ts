@@ -37,6 +37,14 @@ export interface WorkerServiceOptions {
   jobs: readonly ResolvedJobDefinition[];
   /** Executions run at once by this instance. */
   concurrency: number;
+  /**
+   * BullMQ consumers sharing the concurrency on the instance's queue (default: one per 8 of
+   * concurrency, at most 16). A BullMQ Worker fetches jobs one round trip at a time and starts
+   * the first only when it has fetched as many as its concurrency allows, so one consumer of
+   * concurrency 100 starts a fire's 100th item after 100 sequential fetches; several consumers
+   * fetch side by side.
+   */
+  consumers?: number;
   /** On close, how long running executions may take before they are aborted. Default 30000. */
   shutdownGraceMs?: number;
   logger?: Logger;
@@ -63,7 +71,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private readonly configCaches = new Map<string, NodeCache<JobConfig>>();
   private readonly unsubscribe: Array<() => void> = [];
   private connection: Redis | undefined;
-  private consumer: Worker | undefined;
+  private consumers: Worker[] = [];
   private abortAll = new AbortController();
   private closing: Promise<void> | undefined;
   private watchdog: NodeJS.Timeout | undefined;
@@ -104,8 +112,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     }
     this.connection = createRedisConnection(this.options.redisUrl);
     this.unsubscribe.push(
-      zk.on('suspended', () => void this.consumer?.pause(true)),
-      zk.on('reconnected', () => !this.fencedOut && this.consumer?.resume()),
+      zk.on('suspended', () => void this.pauseConsumers()),
+      zk.on('reconnected', () => !this.fencedOut && this.resumeConsumers()),
       zk.on('lost', () => void this.onSessionLost()),
       zk.on('session:renewed', () => void this.startIncarnation().catch((err) => this.log.error({ err }, 'could not register again'))),
     );
@@ -132,12 +140,26 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       this.fencedOut = true;
       this.log.warn('no contact with ZooKeeper for too long: aborting executions before our items can be failed over');
       this.abortExecutions('lost contact with ZooKeeper; executions aborted before failover');
-      void this.consumer?.pause(true);
+      void this.pauseConsumers();
     } else if (ok && this.fencedOut) {
       this.fencedOut = false;
       this.log.info('contact with ZooKeeper restored: taking requests again');
-      if (this.options.zk.state === 'connected') this.consumer?.resume();
+      if (this.options.zk.state === 'connected') this.resumeConsumers();
     }
+  }
+
+  /** Stops taking requests; running executions go on. */
+  private async pauseConsumers(): Promise<void> {
+    await Promise.all(this.consumers.map((c) => c.pause(true).catch(() => undefined)));
+  }
+
+  private resumeConsumers(): void {
+    for (const consumer of this.consumers) consumer.resume();
+  }
+
+  /** Closes the consumers; `force` does not wait for their running jobs. */
+  private static async closeAll(consumers: readonly Worker[], force: boolean): Promise<void> {
+    await Promise.all(consumers.map((c) => c.close(force)));
   }
 
   private abortExecutions(reason: string): void {
@@ -152,22 +174,27 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
 
   private async startIncarnation(): Promise<void> {
     const incarnation = await this.registration.register();
-    await this.consumer?.close(true);
-    this.consumer = new Worker(incarnation.queue, (job, token) => this.process(job, token), {
-      connection: this.connection!,
-      prefix: QUEUE_PREFIX,
-      concurrency: this.options.concurrency,
-    });
-    this.consumer.on('error', (err) => this.log.warn({ err }, 'queue consumer error'));
+    await WorkerService.closeAll(this.consumers.splice(0), true);
+    const { concurrency } = this.options;
+    const count = Math.min(concurrency, this.options.consumers ?? Math.min(16, Math.ceil(concurrency / 8)));
+    for (let i = 0; i < count; i += 1) {
+      // The concurrency split as evenly as it goes: 10 over 3 consumers is 4, 3, 3.
+      const share = Math.floor(concurrency / count) + (i < concurrency % count ? 1 : 0);
+      const consumer = new Worker(incarnation.queue, (job, token) => this.process(job, token), {
+        connection: this.connection!,
+        prefix: QUEUE_PREFIX,
+        concurrency: share,
+      });
+      consumer.on('error', (err) => this.log.warn({ err }, 'queue consumer error'));
+      this.consumers.push(consumer);
+    }
     this.emit('worker:registered', incarnation);
   }
 
   /** The session is gone: our items may be failed over now, so stop them (invariant I4). */
   private async onSessionLost(): Promise<void> {
     this.abortExecutions('ZooKeeper session lost; executions aborted');
-    const consumer = this.consumer;
-    this.consumer = undefined;
-    await consumer?.close(true).catch((err) => this.log.warn({ err }, 'closing the old consumer failed'));
+    await WorkerService.closeAll(this.consumers.splice(0), true).catch((err) => this.log.warn({ err }, 'closing the old consumers failed'));
   }
 
   private async process(job: Job, token: string | undefined): Promise<string> {
@@ -214,24 +241,23 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
    * abort the rest, and only then remove the instance nodes.
    */
   private async doClose(): Promise<void> {
-    const consumer = this.consumer;
+    const consumers = this.consumers.splice(0);
     const grace = this.options.shutdownGraceMs ?? 30_000;
-    if (consumer && this.options.zk.state === 'connected') {
-      await consumer.pause(true).catch(() => undefined);
+    if (consumers.length > 0 && this.options.zk.state === 'connected') {
+      await Promise.all(consumers.map((c) => c.pause(true).catch(() => undefined)));
       await this.registration.setState('draining');
       this.log.info({ graceMs: grace }, 'draining: waiting for running executions');
     }
     if (this.watchdog) clearInterval(this.watchdog);
     for (const off of this.unsubscribe.splice(0)) off();
-    this.consumer = undefined;
-    if (consumer) {
-      const closed = consumer.close().catch((err) => this.log.warn({ err }, 'closing the consumer failed'));
+    if (consumers.length > 0) {
+      const closed = WorkerService.closeAll(consumers, false).catch((err) => this.log.warn({ err }, 'closing the consumers failed'));
       let timer: NodeJS.Timeout | undefined;
       const graceOver = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), grace)));
       if ((await Promise.race([closed.then(() => 'closed' as const), graceOver])) === 'timeout') {
         this.log.warn({ graceMs: grace }, 'grace period over: aborting the executions still running');
         this.abortExecutions('shutdown grace period exceeded');
-        await consumer.close(true).catch(() => undefined);
+        await WorkerService.closeAll(consumers, true).catch(() => undefined);
       }
       clearTimeout(timer);
     }

@@ -1,4 +1,6 @@
+import { Queue } from 'bullmq';
 import { defineJob, type ShardingContext } from '../../src';
+import { QUEUE_PREFIX } from '../../src/shared/queue-names';
 import type { RedisServer } from '../../src/dev/redis-server';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { shardingStrategies } from '../../src/shared/sharding-strategies';
@@ -81,6 +83,25 @@ describe('core scheduling', () => {
       expect(s.jobParameter).toBe('p');
     }
     expect(cluster.overlaps('nine')).toEqual([]);
+  });
+});
+
+describe('worker consumers', () => {
+  it('a worker splits its concurrency over several BullMQ consumers, and a fire\'s items run side by side', async () => {
+    const job = defineJob({ name: 'wide', cron: everySecond, shardingTotalCount: 12, execute: () => sleep(400) });
+    const worker = await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w1', concurrency: 12 });
+    await cluster.start({ roles: ['scheduler'], instanceId: 'leader' });
+    const [fire] = await firesAfter('wide', 12, Date.now(), 1);
+    // 12 items of 400 ms on a worker of concurrency 12: all of them run at once.
+    const starts = cluster.starts('wide').filter((r) => r.fireTime === fire).map((r) => r.at);
+    expect(Math.max(...starts) - Math.min(...starts)).toBeLessThan(300);
+    // Two consumers (one per 8 of concurrency) on the instance's queue, as BullMQ itself lists them.
+    const queue = new Queue(worker.worker!.queue!, { connection: { url: redis.url }, prefix: QUEUE_PREFIX });
+    try {
+      expect(await queue.getWorkersCount()).toBe(2);
+    } finally {
+      await queue.close();
+    }
   });
 });
 

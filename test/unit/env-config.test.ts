@@ -171,6 +171,13 @@ const cases: VariableCase[] = [
     invalid: [['0', 'out of range'], ['1001', 'out of range'], ['10abc', 'not a decimal integer'], ['2.5', 'not a whole number']],
   },
   {
+    name: 'SHARDCRON_CONSUMERS',
+    read: (c) => c.consumers,
+    defaultValue: undefined,
+    valid: [['1', 1], ['64', 64]],
+    invalid: [['0', 'out of range'], ['65', 'out of range'], ['four', 'not a decimal integer']],
+  },
+  {
     name: 'SHARDCRON_INSTANCE_ID',
     read: (c) => c.instanceId,
     defaultValue: undefined,
