@@ -43,6 +43,11 @@ export class ProcessCluster {
   readonly lines: ProcessLine[] = [];
   private readonly members = new Map<string, Member>();
 
+  /** What the cluster did to one node: its stops (SIGSTOP times) and kill time. */
+  member(name: string): Readonly<Pick<Member, 'stops' | 'killedAt'>> | undefined {
+    return this.members.get(name);
+  }
+
   constructor(private readonly base: { zk: string; redisUrl: string; sessionTimeoutMs?: number }) {}
 
   /** Starts a node process named `name` (its instance id) and waits until it reports ready. */
@@ -118,6 +123,16 @@ export class ProcessCluster {
 
   starts(job?: string): ExecLine[] {
     return this.execs(job).filter((l) => l.event === 'start');
+  }
+
+  /**
+   * Every line about one fire of a job, oldest first, for failure messages: its dispatch, the
+   * executions of its items (any source), their moves and misses.
+   */
+  story(job: string, fireTime: number): string[] {
+    return this.lines
+      .filter((l) => l.job === job && l.fireTime === fireTime)
+      .map(({ pid: _pid, job: _job, fireTime: _fire, ...rest }) => JSON.stringify(rest));
   }
 
   /**

@@ -204,11 +204,14 @@ describe('infrastructure restarts', () => {
     const keys = long.starts('steady').map((s) => `${s.fireTime}|${s.item}`);
     expect(keys.length).toBe(new Set(keys).size);
     const fires = [...new Set(long.starts('steady').map((s) => s.fireTime))].sort((a, b) => a - b);
+    // The leader is back when the first fire after the restart starts (a MISFIRE run for the fires it
+    // missed, or a NORMAL one). Reconnecting can take a few seconds on a loaded machine.
+    const backAt = Math.min(...long.starts('steady').filter((s) => s.at > restartedAt && s.source !== 'FAILOVER').map((s) => s.at));
     for (let f = fires[0]; f <= fires[fires.length - 1]; f += 1_000) {
       const ran = long.starts('steady').filter((s) => s.fireTime === f).length;
-      // Fires due while the leader was cut off are coalesced into one MISFIRE run (misfire on).
-      // Reconnecting can take a second or two on a loaded machine: those fires are coalesced too.
-      if (f < stoppedAt - 1_000 || f > restartedAt + 3_000) expect({ fire: f, ran }).toEqual({ fire: f, ran: 3 });
+      // Fires due while the leader was cut off are coalesced into one MISFIRE run (misfire on);
+      // every fire before the cut and after the leader is back runs all its items.
+      if (f < stoppedAt - 1_000 || f > Math.max(restartedAt + 3_000, backAt)) expect({ fire: f, ran, backAt: backAt - restartedAt }).toEqual({ fire: f, ran: 3, backAt: backAt - restartedAt });
     }
     expect(long.execs('steady').filter((l) => l.status === 'aborted')).toEqual([]);
 
@@ -237,12 +240,20 @@ describe('infrastructure restarts', () => {
     }
     const to = Date.now();
     await waitFor(() => cluster.starts('rolling').some((s) => s.fireTime > to + 2_000), { timeoutMs: 10_000, message: 'fires after the restarts' });
-    const completed = cluster.execs('rolling').filter((l) => l.event === 'finish' && l.status === 'completed');
-    for (let f = Math.ceil(from / 1_000) * 1_000; f <= to; f += 1_000) {
-      const items = completed.filter((c) => c.fireTime === f).map((c) => c.item).sort();
-      expect({ fire: f, items }).toEqual({ fire: f, items: [0, 1, 2, 3, 4, 5] });
+    const completed = () => cluster.execs('rolling').filter((l) => l.event === 'finish' && l.status === 'completed');
+    const fires: number[] = [];
+    for (let f = Math.ceil(from / 1_000) * 1_000; f <= to; f += 1_000) fires.push(f);
+    const itemsOf = (f: number) => [...new Set(completed().filter((c) => c.fireTime === f).map((c) => c.item))].sort();
+    // A request moved late (put back by a draining worker, deferred behind a lock) completes a
+    // little after its fire; missed means never, so wait a while before judging.
+    await waitFor(() => fires.every((f) => itemsOf(f).length === 6), { timeoutMs: 10_000, message: 'every item of the fires during the restarts completed' }).catch(() => undefined);
+    for (const f of fires) {
+      const items = itemsOf(f);
+      // On failure, what happened to that fire: its dispatch, runs, moves and misses.
+      const story = items.length === 6 ? [] : cluster.story('rolling', f);
+      expect({ fire: f, items, story }).toEqual({ fire: f, items: [0, 1, 2, 3, 4, 5], story: [] });
     }
-    const keys = completed.map((c) => `${c.fireTime}|${c.item}`);
+    const keys = completed().map((c) => `${c.fireTime}|${c.item}`);
     expect(keys.length).toBe(new Set(keys).size);
     expect(cluster.overlaps('rolling')).toEqual([]);
   });

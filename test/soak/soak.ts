@@ -106,6 +106,11 @@ function report(cluster: ProcessCluster, jobs: JobSpec[], from: number, to: numb
     for (const j of jobs) {
       for (const [a, b] of cluster.overlaps(j.name).slice(0, 5)) {
         process.stdout.write(`overlap ${j.name} item ${a.item}: ${JSON.stringify([a.instanceId, a.source, a.fireTime, a.at])} and ${JSON.stringify([b.instanceId, b.source, b.fireTime, b.at])}\n`);
+        for (const run of [a, b]) {
+          const lines = cluster.execs(j.name).filter((l) => l.instanceId === run.instanceId && l.item === run.item && l.fireTime === run.fireTime);
+          const member = cluster.member(run.instanceId);
+          process.stdout.write(`  ${run.instanceId}: ${JSON.stringify(lines.map((l) => [l.event, l.source, l.status, l.reason, l.at]))} stops ${JSON.stringify(member?.stops ?? [])} killed ${member?.killedAt ?? '-'}\n`);
+        }
       }
     }
   }
