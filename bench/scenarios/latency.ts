@@ -6,7 +6,7 @@
 import { Queue } from 'bullmq';
 import IORedis from 'ioredis';
 import type { BenchContext } from '../lib/context';
-import { measureWindow, type WindowResult } from '../lib/measure';
+import { measureWindow, sleepUntil, type WindowResult } from '../lib/measure';
 import { ProcessGroup, spawnBullmq, spawnShardcron } from '../lib/procs';
 import { startServices, type Services } from '../lib/services';
 import { findQueues, nominalTime, queueStages, type Stages } from '../lib/stages';
@@ -20,22 +20,29 @@ export interface LatencyCase {
   monitorExecution: boolean;
   /** Also run the BullMQ Job Scheduler peer with jobs x items schedulers. */
   peer: boolean;
+  /**
+   * Also run raw BullMQ: jobs x items jobs added with one addBulk at each whole second, taken by
+   * one worker process of the same concurrency. Nothing decides or locks anything: this is how
+   * fast BullMQ itself gets that many jobs from a producer into running handlers on this machine.
+   */
+  rawPeer?: boolean;
 }
 
 export interface LatencyCaseResult extends LatencyCase {
   concurrency: number;
   shardcron: WindowResult & { dispatchLag: Summary; stages: Stages };
   bullmq?: WindowResult & { fields?: Record<string, unknown>; stages: Stages };
+  raw?: WindowResult & { stages: Stages };
 }
 
 export const CONCURRENCY = 100;
 
 export function latencyCases(): LatencyCase[] {
   return [
-    { name: 'burst: 1,000 jobs x 1 item', jobs: 1_000, items: 1, monitorExecution: true, peer: true },
+    { name: 'burst: 1,000 jobs x 1 item', jobs: 1_000, items: 1, monitorExecution: true, peer: true, rawPeer: true },
     { name: 'burst: 1,000 jobs x 1 item, monitorExecution off', jobs: 1_000, items: 1, monitorExecution: false, peer: false },
     { name: '100 jobs x 10 items', jobs: 100, items: 10, monitorExecution: true, peer: false },
-    { name: 'light: 10 jobs x 10 items', jobs: 10, items: 10, monitorExecution: true, peer: true },
+    { name: 'light: 10 jobs x 10 items', jobs: 10, items: 10, monitorExecution: true, peer: true, rawPeer: true },
     { name: 'light: 10 jobs x 10 items, monitorExecution off', jobs: 10, items: 10, monitorExecution: false, peer: false },
   ];
 }
@@ -80,6 +87,38 @@ async function bullmqCase(ctx: BenchContext, services: Services, schedulers: num
   }
 }
 
+async function rawCase(ctx: BenchContext, services: Services, perSecond: number, seconds: number): Promise<NonNullable<LatencyCaseResult['raw']>> {
+  const group = new ProcessGroup();
+  const name = ctx.unique('raw');
+  const connection = new IORedis(services.redis.url, { maxRetriesPerRequest: null });
+  const queue = new Queue(name, { connection });
+  let producing = true;
+  try {
+    const worker = await spawnBullmq(group, { redisUrl: services.redis.url, queue: name, name: 'bullmq-raw-worker', concurrency: CONCURRENCY });
+    // One addBulk at each whole second, from now until the window (and its warm-up) is over.
+    const produce = (async () => {
+      for (let at = Math.ceil(Date.now() / 1000) * 1000; producing; at += 1000) {
+        await sleepUntil(at);
+        if (!producing) break;
+        await queue.addBulk(Array.from({ length: perSecond }, (_, i) => ({ name: 'item', data: { fireTime: at, i }, opts: { removeOnComplete: 1000, removeOnFail: 1000 } })));
+      }
+    })();
+    const window = await measureWindow([worker], { seconds, perFire: perSecond, warmupMs: 3_000, drainMs: 15_000, during: async (_from, to) => {
+      await sleepUntil(to);
+      producing = false;
+    } });
+    await produce;
+    const stages = await queueStages(services.redis.url, [name], 'bull', window, nominalTime, false);
+    return { ...window, stages };
+  } finally {
+    producing = false;
+    await group.close();
+    await queue.obliterate({ force: true }).catch(() => undefined);
+    await queue.close();
+    connection.disconnect();
+  }
+}
+
 export async function runLatency(ctx: BenchContext, cases = latencyCases()): Promise<LatencyCaseResult[]> {
   const seconds = ctx.mode === 'quick' ? 10 : 60;
   const out: LatencyCaseResult[] = [];
@@ -93,9 +132,15 @@ export async function runLatency(ctx: BenchContext, cases = latencyCases()): Pro
         ctx.log(`latency: ${c.name}, BullMQ Job Schedulers (${c.jobs * c.items}), ${seconds} s`);
         bullmq = await bullmqCase(ctx, services, c.jobs * c.items, seconds);
       }
-      out.push({ ...c, concurrency: CONCURRENCY, shardcron, bullmq });
+      let raw: LatencyCaseResult['raw'];
+      if (c.rawPeer) {
+        ctx.log(`latency: ${c.name}, raw BullMQ (addBulk of ${c.jobs * c.items} each second), ${seconds} s`);
+        raw = await rawCase(ctx, services, c.jobs * c.items, seconds);
+      }
+      out.push({ ...c, concurrency: CONCURRENCY, shardcron, bullmq, raw });
       ctx.log(`  shardcron p50/p99/max ${shardcron.latency.p50}/${shardcron.latency.p99}/${shardcron.latency.max} missing ${shardcron.missing}` +
-        (bullmq ? `; bullmq ${bullmq.latency.p50}/${bullmq.latency.p99}/${bullmq.latency.max} missing ${bullmq.missing}` : ''));
+        (bullmq ? `; bullmq ${bullmq.latency.p50}/${bullmq.latency.p99}/${bullmq.latency.max} missing ${bullmq.missing}` : '') +
+        (raw ? `; raw bullmq ${raw.latency.p50}/${raw.latency.p99}/${raw.latency.max} missing ${raw.missing}` : ''));
     } finally {
       await services.close();
     }
