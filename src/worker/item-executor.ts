@@ -28,7 +28,23 @@ interface Hold {
 interface Released {
   recorded: boolean;
   mark: MisfireMark | null | undefined;
+  /** The release's answer was lost and its session ended before we could look: it may have gone through. */
+  unknown?: boolean;
 }
+
+/** Why a completed run is reported aborted: its completion is not known to be recorded. */
+const NOT_RECORDED = 'the completion could not be recorded in ZooKeeper (session lost or unreachable)';
+const MAYBE_RECORDED =
+  'the session was lost before ZooKeeper answered the release: the completion may have been recorded, and a failed-over request skips the fire if it was';
+
+/** A run's status once its release is over, with the reason when the release changed it. */
+interface Settled {
+  status: ExecutionStatus;
+  reason?: string;
+}
+
+/** The name of the misfire mark under its item's node. */
+const MISFIRE_NODE = registryPaths.shardingMisfire('job', 0).split('/').pop()!;
 
 const is = (err: unknown, ...codes: string[]): boolean => err instanceof ZkError && codes.includes(err.code);
 
@@ -119,14 +135,15 @@ export class ItemExecutor {
         // (the session was lost between the handler's return and the release) is reported aborted
         // and its request goes back to the queue, instead of being logged as done while ZooKeeper
         // does not know it, which let its failed-over request complete the fire a second time.
-        const settle = async (outcome: ExecutionStatus): Promise<ExecutionStatus> => {
+        const settle = async (outcome: ExecutionStatus): Promise<Settled> => {
           const completed = outcome === 'completed';
           released = { recorded: false, mark: undefined };
           released = await this.release(config, round, key, hold, completed, completed ? roundMark : undefined).catch((err) => {
             this.ctx.log.warn({ err, job: round.job, item: round.item }, 'could not release the item after its run');
             return { recorded: false, mark: undefined };
           });
-          return completed && !released.recorded ? 'aborted' : outcome;
+          if (!completed || released.recorded) return { status: outcome };
+          return { status: 'aborted', reason: released.unknown ? MAYBE_RECORDED : NOT_RECORDED };
         };
         try {
           status = await this.execute(definition, config, current, hold.session?.sessionId ?? this.ctx.zk.sessionId, settle);
@@ -176,7 +193,8 @@ export class ItemExecutor {
       let holding = false;
       try {
         try {
-          ({ read } = await this.batcher.commit(session, [create], registryPaths.shardingItem(request.job, request.item)));
+          const itemPath = registryPaths.shardingItem(request.job, request.item);
+          ({ read } = await this.batcher.commit(session, [create], (s) => s.get(itemPath)));
           taken = true;
         } catch (err) {
           if (is(err, ErrorCodes.ZK_NODE_EXISTS)) taken = false;
@@ -303,8 +321,11 @@ export class ItemExecutor {
         ops.push({ type: 'delete', path: running, version: -1 });
         if (withMark) ops.push({ type: 'delete', path: misfirePath, version: mark!.version });
         try {
-          const { read: peeked } = await this.batcher.commit(session, ops, readMark ? misfirePath : undefined);
-          return { recorded: completedFrom !== undefined || withMark, mark: peeked ? await this.markOf(peeked, request).catch(() => undefined) : undefined };
+          // The item's children, not the mark itself: almost always there is no mark, and a read of
+          // a missing node costs an error answer (and two error objects) per item.
+          const itemPath = registryPaths.shardingItem(job, item);
+          const { read: children } = await this.batcher.commit(session, ops, readMark ? (s) => s.children(itemPath) : undefined);
+          return { recorded: completedFrom !== undefined || withMark, mark: children ? await this.markAmong(children, request).catch(() => undefined) : undefined };
         } catch (err) {
           if (withMark && is(err, ErrorCodes.ZK_BAD_VERSION, ErrorCodes.ZK_NO_NODE)) {
             // A newer fire changed the mark: keep it (it is taken next round) and commit the rest.
@@ -320,7 +341,7 @@ export class ItemExecutor {
           // The answer was lost with the connection: the multi went through or not at all. Our
           // node tells which, once we are connected again: only this release deletes it.
           const stat = await this.ctx.zk.exists(running);
-          if (this.ctx.zk.sessionId !== session.sessionId) return notRecorded;
+          if (this.ctx.zk.sessionId !== session.sessionId) return { ...notRecorded, unknown: true };
           if (!stat) return { recorded: completedFrom !== undefined || withMark, mark: undefined };
           if (stat.ephemeralOwner !== session.sessionId) return notRecorded;
         }
@@ -383,6 +404,12 @@ export class ItemExecutor {
     return (await this.markOf(this.ctx.zk.get(registryPaths.shardingMisfire(request.job, request.item)), request)) ?? undefined;
   }
 
+  /** The misfire mark, if the item's `children` name one (read then; null: none). */
+  private async markAmong(children: Promise<string[]>, request: ExecutionRequest): Promise<MisfireMark | null> {
+    if (!(await children).includes(MISFIRE_NODE)) return null;
+    return this.markOf(this.ctx.zk.get(registryPaths.shardingMisfire(request.job, request.item)), request);
+  }
+
   /** The misfire mark a read of its node found (null: none). */
   private async markOf(read: NodeRead, request: ExecutionRequest): Promise<MisfireMark | null> {
     try {
@@ -405,7 +432,7 @@ export class ItemExecutor {
     request: ExecutionRequest,
     /** The session the lock is held on: the execution is ours only while it lives. */
     sessionId: string,
-    settle: (status: ExecutionStatus) => Promise<ExecutionStatus>,
+    settle: (status: ExecutionStatus) => Promise<Settled>,
   ): Promise<ExecutionStatus> {
     const { job, item, fireTime, source } = request;
     const controller = new AbortController();
@@ -447,12 +474,8 @@ export class ItemExecutor {
     } finally {
       stopAll.removeEventListener('abort', onAbortAll);
     }
-    const settled = await settle(outcome.status);
-    let reason: string | undefined;
-    if (settled !== outcome.status) {
-      reason = 'the completion could not be recorded in ZooKeeper (session lost or unreachable)';
-      outcome = { ...outcome, status: settled };
-    }
+    const { status: settled, reason } = await settle(outcome.status);
+    if (settled !== outcome.status) outcome = { ...outcome, status: settled };
     // `at` is when the handler ended, not when the release answered: the run stopped then.
     this.ctx.record({ event: 'finish', job, fireTime, item, instanceId: this.ctx.instanceId, source, status: outcome.status, reason, at: started + outcome.durationMs });
     await this.callListener(() => definition.listeners.afterExecute?.(context, outcome), log);

@@ -3,16 +3,19 @@ import { ZkError, type ZkOp, type ZkSessionOps, type ZkStat } from '../shared/zk
 /** A node read sent right behind the transaction that committed a group. */
 export type NodeRead = Promise<{ data: Buffer; stat: ZkStat }>;
 
+/** A read a group asks for, sent on the group's session right behind the multi that commits it. */
+export type ReadBehind<R> = (session: ZkSessionOps) => Promise<R>;
+
 /** A committed group, with the read asked for (if any). */
-export interface Committed {
-  read?: NodeRead;
+export interface Committed<R> {
+  read?: Promise<R>;
 }
 
 interface Group {
   ops: readonly ZkOp[];
-  readPath: string | undefined;
+  read: ReadBehind<unknown> | undefined;
   /** An object around the read: resolving with the promise itself would wait for it. */
-  resolve(outcome: Committed): void;
+  resolve(outcome: Committed<unknown>): void;
   reject(err: unknown): void;
 }
 
@@ -35,12 +38,12 @@ export class MultiBatcher {
   private readonly queued = new Map<string, { session: ZkSessionOps; groups: Group[] }>();
   private scheduled = false;
 
-  /** Commits `ops` atomically on `session`; resolves with the read of `readPath` behind it, if asked. */
-  commit(session: ZkSessionOps, ops: readonly ZkOp[], readPath?: string): Promise<Committed> {
+  /** Commits `ops` atomically on `session`; resolves with the `read` sent behind it, if asked. */
+  commit<R = never>(session: ZkSessionOps, ops: readonly ZkOp[], read?: ReadBehind<R>): Promise<Committed<R>> {
     return new Promise((resolve, reject) => {
       let entry = this.queued.get(session.sessionId);
       if (!entry) this.queued.set(session.sessionId, (entry = { session, groups: [] }));
-      entry.groups.push({ ops, readPath, resolve, reject });
+      entry.groups.push({ ops, read, resolve: resolve as (outcome: Committed<unknown>) => void, reject });
       if (!this.scheduled) {
         this.scheduled = true;
         setImmediate(() => this.flush());
@@ -69,7 +72,7 @@ export class MultiBatcher {
     });
     const committed = tx.commit();
     // Sent right behind the multi, in the same turn: answered after it.
-    const reads = groups.map((group) => (group.readPath === undefined ? undefined : session.get(group.readPath)));
+    const reads = groups.map((group) => group.read?.(session));
     committed.then(
       () => groups.forEach((group, g) => group.resolve({ read: reads[g] })),
       (err: unknown) => {

@@ -67,8 +67,12 @@ export interface Link {
   connectionString: string;
   /** True while the link refuses connections. */
   readonly isCut: boolean;
-  /** The next `target` request reaches the server and is applied; its answer is lost with the connection (the client reconnects). */
-  loseNextAnswer(target: Target): void;
+  /**
+   * The next `target` request reaches the server and is applied; its answer is lost with the
+   * connection. The client reconnects, unless `thenCut`: then the link refuses connections until
+   * {@link heal}.
+   */
+  loseNextAnswer(target: Target, options?: { thenCut?: boolean }): void;
   /** The next `target` request never reaches the server: the link is cut before it, until {@link heal}. */
   cutAtNext(target: Target): void;
   /**
@@ -82,7 +86,7 @@ export interface Link {
   close(): Promise<void>;
 }
 
-type Armed = { target: Target; action: 'lose-answer' | 'cut' } | { target: Target; action: 'hold'; held: (resume: () => void) => void };
+type Armed = { target: Target; action: 'lose-answer'; thenCut: boolean } | { target: Target; action: 'cut' } | { target: Target; action: 'hold'; held: (resume: () => void) => void };
 
 export async function startLink(serverPort: number): Promise<Link> {
   const sockets = new Set<net.Socket>();
@@ -104,6 +108,8 @@ export async function startLink(serverPort: number): Promise<Link> {
     track(upstream);
     /** xids of requests whose answer must not reach the client. */
     const lost = new Set<number>();
+    /** Whether losing an answer also cuts the link. */
+    let cutOnLoss = false;
     /** Frames held back (in order) while a hold is in place. */
     let held: Buffer[] | undefined;
     client.on(
@@ -130,6 +136,7 @@ export async function startLink(serverPort: number): Promise<Link> {
             return true;
           }
           lost.add(frame.readInt32BE(4));
+          cutOnLoss = act.thenCut;
         }
         upstream.write(frame);
         return true;
@@ -139,6 +146,7 @@ export async function startLink(serverPort: number): Promise<Link> {
       'data',
       frameReader((frame, index) => {
         if (index > 0 && frame.length >= 8 && lost.has(frame.readInt32BE(4))) {
+          if (cutOnLoss) cut();
           client.destroy();
           upstream.destroy();
           return false;
@@ -157,7 +165,7 @@ export async function startLink(serverPort: number): Promise<Link> {
     get isCut() {
       return isCut;
     },
-    loseNextAnswer: (target) => void (armed = { target, action: 'lose-answer' }),
+    loseNextAnswer: (target, options) => void (armed = { target, action: 'lose-answer', thenCut: options?.thenCut ?? false }),
     cutAtNext: (target) => void (armed = { target, action: 'cut' }),
     holdNext: (target) => new Promise((held) => (armed = { target, action: 'hold', held })),
     cut,

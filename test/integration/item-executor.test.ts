@@ -10,6 +10,7 @@
  * release is one session-bound multi (record the fire, delete `running`, delete the consumed
  * `misfire` mark) with a read of the mark right behind it.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { ErrorCodes } from '../../src/shared/errors';
@@ -527,6 +528,28 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
     await expectSettled([1000, 3000, 2000]);
   });
 
+  it('reports a run as aborted when its release was lost with its session, saying the completion may be recorded; a failover skips it if it was', async () => {
+    const relay = await link();
+    // The release is applied by the server; its answer is lost, and a stays cut off past its session.
+    const a = await instance('a', () => relay.loseNextAnswer({ op: OP.multi }, { thenCut: true }), { link: relay, sessionTimeoutMs: 1_000 });
+    const session = a.zk.sessionId;
+    const result = a.run(1000);
+    await waitFor(() => relay.isCut, { message: 'the answer to the release was lost' });
+    await waitFor(() => a.zk.state !== 'connected', { message: 'a noticed the lost connection' });
+    // A server-side expiry leaves no trace a test can poll here (the release already deleted the node).
+    await sleep(2_500);
+    relay.heal();
+    await expect(result).resolves.toBe('aborted');
+    expect(a.zk.sessionId).not.toBe(session);
+    expect(a.records.find((r) => r.event === 'finish')).toMatchObject({ status: 'aborted', reason: expect.stringContaining('may have been recorded') });
+    // It was: the request put back and failed over finds the fire done and does not run it again.
+    expect(await completedList()).toEqual([1000]);
+    const b = await instance('b', () => undefined);
+    await expect(b.run(1000, 'FAILOVER')).resolves.toBe('skipped');
+    expect(b.starts()).toEqual([]);
+    await expectSettled([1000]);
+  });
+
   it('reports a run whose completion could not be recorded as aborted, not completed', async () => {
     const relay = await link();
     // The handler returns while a still owns the item; the release that follows never reaches
@@ -537,7 +560,8 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
     await waitFor(async () => (await runningOwner()) === undefined, { message: "a's session expired by the server" });
     relay.heal();
     await expect(result).resolves.toBe('aborted');
-    expect(a.records.find((r) => r.event === 'finish')).toMatchObject({ status: 'aborted', reason: expect.stringContaining('could not be recorded') });
+    // a cannot tell a release that never arrived from one whose answer was lost.
+    expect(a.records.find((r) => r.event === 'finish')).toMatchObject({ status: 'aborted', reason: expect.stringContaining('may have been recorded') });
     expect(await completedList()).toEqual([]);
     const b = await instance('b', () => undefined);
     await expect(b.run(1000, 'FAILOVER')).resolves.toBe('completed');

@@ -87,8 +87,8 @@ describe('MultiBatcher (real ZooKeeper)', () => {
     const batcher = new MultiBatcher();
     const session = zk.onSession(zk.sessionId);
     const [first, second] = await Promise.all([
-      batcher.commit(session, [{ type: 'set', path: '/items/counter', data: '2', version: -1 }], '/items/counter'),
-      batcher.commit(session, [create('/items/x')], '/items/missing'),
+      batcher.commit(session, [{ type: 'set', path: '/items/counter', data: '2', version: -1 }], (s) => s.get('/items/counter')),
+      batcher.commit(session, [create('/items/x')], (s) => s.get('/items/missing')),
     ]);
     expect((await first.read!).data.toString()).toBe('2');
     await expect(second.read!).rejects.toMatchObject({ code: ErrorCodes.ZK_NO_NODE });

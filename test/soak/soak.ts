@@ -123,6 +123,9 @@ function report(cluster: ProcessCluster, jobs: JobSpec[], from: number, to: numb
   // under the latest) or lost.
   let incomplete = 0;
   let coalescedItems = 0;
+  // A run whose release answer was lost with its session reports `aborted` (it cannot know); when
+  // the completion was in fact recorded, a later request for that fire is skipped as completed.
+  let recordedUnreported = 0;
   let firesChecked = 0;
   for (const job of jobs) {
     const fireTimes = [...new Set(cluster.starts(job.name).map((s) => s.fireTime))].filter((f) => f >= from && f <= to);
@@ -130,13 +133,15 @@ function report(cluster: ProcessCluster, jobs: JobSpec[], from: number, to: numb
       firesChecked += 1;
       for (let item = 0; item < (job.shardingTotalCount ?? 1); item += 1) {
         if (counts.has(`${job.name}|${f}|${item}`)) continue;
-        const folded = cluster
-          .execs(job.name)
-          .some((l) => l.fireTime === f && l.item === item && l.status === 'skipped' && String(l.reason).includes('misfire recorded'));
+        const history = cluster.execs(job.name).filter((l) => l.fireTime === f && l.item === item);
+        if (history.some((l) => l.status === 'skipped' && String(l.reason).includes('already completed'))) {
+          recordedUnreported += 1;
+          continue;
+        }
+        const folded = history.some((l) => l.status === 'skipped' && String(l.reason).includes('misfire recorded'));
         if (folded) coalescedItems += 1;
         else incomplete += 1;
         if (process.env.SOAK_VERBOSE) {
-          const history = cluster.execs(job.name).filter((l) => l.fireTime === f && l.item === item);
           const moves = cluster.lines.filter((l) => (l.kind === 'failover' || l.kind === 'missed') && l.job === job.name && l.fireTime === f && l.item === item);
           process.stdout.write(`incomplete ${job.name}|${f}|${item}: ${JSON.stringify([...history.map((h) => [h.instanceId, h.event, h.source, h.status, h.reason, h.at - f]), ...moves.map((m) => [m.kind, m.from, m.to])])}\n`);
         }
@@ -152,6 +157,7 @@ function report(cluster: ProcessCluster, jobs: JobSpec[], from: number, to: numb
     misfireRuns: coalesced,
     missed,
     coalescedIntoMisfire: coalescedItems,
+    recordedUnreported,
     lost: incomplete,
     firesChecked,
     duplicated,

@@ -57,6 +57,8 @@ export interface ZkSessionOps {
   readonly sessionId: string;
   create(path: string, data?: ZkData, mode?: ZkCreateMode): Promise<string>;
   get(path: string): Promise<{ data: Buffer; stat: ZkStat }>;
+  /** Child names; a way to learn whether a node exists that costs no error answer when it does not. */
+  children(path: string): Promise<string[]>;
   multi(): ZkMulti;
 }
 
@@ -228,11 +230,21 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
 
   /** Child names (not paths); throws ZK_NO_NODE when the parent is absent. */
   async children(path: string, watcher?: ZkWatcher): Promise<string[]> {
-    return this.run('children', path, (raw, cb) => {
-      const done = (err: Error | zookeeper.Exception | null, kids: string[]) => cb(err, err ? undefined : kids);
-      if (watcher) raw.getChildren(this.ns.abs(path), this.ns.watcher(watcher), done);
-      else raw.getChildren(this.ns.abs(path), done);
-    });
+    return this.childrenOn(path, watcher, true);
+  }
+
+  private childrenOn(path: string, watcher: ZkWatcher | undefined, retry: boolean, boundTo?: string): Promise<string[]> {
+    return this.run(
+      'children',
+      path,
+      (raw, cb) => {
+        const done = (err: Error | zookeeper.Exception | null, kids: string[]) => cb(err, err ? undefined : kids);
+        if (watcher) raw.getChildren(this.ns.abs(path), this.ns.watcher(watcher), done);
+        else raw.getChildren(this.ns.abs(path), done);
+      },
+      retry,
+      boundTo,
+    );
   }
 
   /** Stat of a node or null; with a watcher, fires on creation as well as change or deletion. */
@@ -266,6 +278,7 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
       sessionId,
       create: (path, data, mode = 'persistent') => this.createOn(path, data, mode, false, sessionId),
       get: (path) => this.getOn(path, undefined, false, sessionId),
+      children: (path) => this.childrenOn(path, undefined, false, sessionId),
       multi: () => new ZkMulti((ops, fenced) => this.commit(ops, fenced, sessionId)),
     };
   }

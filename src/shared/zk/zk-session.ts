@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import * as zookeeper from 'node-zookeeper-client';
 import { ErrorCodes, ShardcronError } from '../errors';
 import type { Logger } from '../logger';
@@ -32,6 +33,8 @@ export class ZkSession {
    * waiting on such a request (a lock release) would wait forever.
    */
   private readonly inFlight = new Set<(err: Error) => void>();
+  /** The socket corked until the end of the current turn, if any. */
+  private corked: Socket | undefined;
 
   constructor(
     options: SessionOptions,
@@ -112,6 +115,7 @@ export class ZkSession {
    */
   request<T>(call: (raw: zookeeper.Client, cb: (err: unknown, value?: unknown) => void) => void, expired: () => Error): Promise<T> {
     if (this.closed) return Promise.reject(expired());
+    this.corkForTurn();
     return new Promise<T>((resolve, reject) => {
       let settled = false;
       const fail = (err: Error) => {
@@ -128,6 +132,24 @@ export class ZkSession {
         if (err) reject(err);
         else resolve(value as T);
       });
+    });
+  }
+
+  /**
+   * node-zookeeper-client writes each request to its socket as it is queued: a worker that sends
+   * a batch's multi and the reads behind it paid one write system call per request. Corking the
+   * connection's socket until the end of the current turn sends them in one write; requests keep
+   * their order. The socket is the client's own (undocumented) field: without it, nothing changes.
+   */
+  private corkForTurn(): void {
+    if (this.corked) return;
+    const socket = (this.raw as unknown as { connectionManager?: { socket?: Socket } }).connectionManager?.socket;
+    if (!socket || typeof socket.cork !== 'function' || socket.destroyed) return;
+    socket.cork();
+    this.corked = socket;
+    process.nextTick(() => {
+      this.corked = undefined;
+      socket.uncork();
     });
   }
 
