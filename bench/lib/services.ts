@@ -17,7 +17,7 @@ export interface Services {
 
 /** A fresh ZooKeeper (given tick) and Redis on free loopback ports. */
 export async function startServices(tickTimeMs: number): Promise<Services> {
-  const [zk, redis] = await Promise.all([ZooKeeperServer.start({ tickTimeMs }), RedisServer.start()]);
+  const [zk, redis] = await Promise.all([ZooKeeperServer.start({ tickTimeMs, jvm: 'server' }), RedisServer.start()]);
   return { zk, redis, close: async () => void (await Promise.allSettled([zk.close(), redis.close()])) };
 }
 

@@ -81,6 +81,13 @@ export interface ZooKeeperTimingOptions {
   startTimeoutMs?: number;
   /** Environment read by {@link findZooKeeper}; default `process.env`. */
   env?: NodeJS.ProcessEnv;
+  /**
+   * `quick-start` (default): the JVM compiles with C1 only and a serial GC, which starts in a
+   * fraction of the time and suits tests and `shardcron dev`. `server`: the JVM's default compilers,
+   * as a production ZooKeeper runs; C1-only code costs several times more CPU per request under
+   * sustained load, so benchmarks use this.
+   */
+  jvm?: 'quick-start' | 'server';
 }
 
 /** Writes zoo.cfg and the logging config into `dir`; returns the zoo.cfg path. */
@@ -105,9 +112,10 @@ function writeConfig(dir: string, options: ZooKeeperTimingOptions, settings: Rec
   return file;
 }
 
-function javaArgs(install: ZooKeeperInstallation, confDir: string, mainClass: string, cfg: string): string[] {
+function javaArgs(install: ZooKeeperInstallation, confDir: string, mainClass: string, cfg: string, jvm: ZooKeeperTimingOptions['jvm']): string[] {
   const classpath = [confDir, install.classpath].join(path.delimiter);
-  return ['-Xmx256m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1', '-XX:-UsePerfData', '-cp', classpath, mainClass, cfg];
+  const tuning = jvm === 'server' ? ['-Xmx512m'] : ['-Xmx256m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1'];
+  return [...tuning, '-XX:-UsePerfData', '-cp', classpath, mainClass, cfg];
 }
 
 /** A ZooKeeper server's role as `srvr` reports it; `down` when it does not answer or does not serve. */
@@ -145,7 +153,7 @@ export class ZooKeeperServer extends LocalServer {
     const logger = (options.logger ?? silentLogger).child({ component: 'zookeeper-server', port });
     const child = new ChildService({
       name: 'zookeeper', command: install.java, port, logger, cwd: temp.root,
-      args: javaArgs(install, temp.root, 'org.apache.zookeeper.server.ZooKeeperServerMain', cfg),
+      args: javaArgs(install, temp.root, 'org.apache.zookeeper.server.ZooKeeperServerMain', cfg, options.jvm),
       isReady: async () => (await tcpExchange(port, 'ruok').catch(() => '')) === 'imok',
       startTimeoutMs: options.startTimeoutMs ?? 30_000,
     });
@@ -224,7 +232,7 @@ export class ZooKeeperEnsemble {
       const logger = (options.logger ?? silentLogger).child({ component: 'zookeeper-ensemble', member: id, port: clientPort });
       const child = new ChildService({
         name: `zookeeper member ${id}`, command: install.java, port: clientPort, logger, cwd: dir,
-        args: javaArgs(install, dir, 'org.apache.zookeeper.server.quorum.QuorumPeerMain', cfg),
+        args: javaArgs(install, dir, 'org.apache.zookeeper.server.quorum.QuorumPeerMain', cfg, options.jvm),
         // `imok` comes before the member has joined a quorum; only a leader or follower serves clients.
         isReady: async () => ['leader', 'follower'].includes(await zooKeeperMode(clientPort)),
         startTimeoutMs: options.startTimeoutMs ?? 30_000,
