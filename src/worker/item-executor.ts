@@ -94,6 +94,11 @@ export class ItemExecutor {
   private readonly releases = new Map<string, number>();
   /** item key -> latest fire time that found it running (monitorExecution off). */
   private readonly localMisfire = new Map<string, number>();
+  /**
+   * Per item (monitorExecution): its `sharding/{i}` node as this process last read or wrote it,
+   * the version and the completed fires. Bounded by the items this worker ever held.
+   */
+  private readonly seen = new Map<string, { version: number; done: readonly number[] }>();
   /** Lock creates and releases issued together share one transaction. */
   private readonly batcher = new MultiBatcher();
 
@@ -183,9 +188,14 @@ export class ItemExecutor {
     let marked = false;
     // A holder may finish between our failed create and our misfire mark without seeing the mark;
     // re-checking after marking closes that gap (and then the item is free to take ourselves).
-    for (let attempt = 0; attempt < 3; attempt += 1) {
+    // One more attempt for a lock whose cached view of the item turned out stale.
+    for (let attempt = 0; attempt < 4; attempt += 1) {
       const session = this.ctx.zk.onSession(this.ctx.zk.sessionId);
       const create = { type: 'create', path: running, data: this.ctx.instanceId, mode: 'ephemeral' } as const;
+      const itemPath = registryPaths.shardingItem(request.job, request.item);
+      // The item node as we last saw it: a version check in the lock multi proves it unchanged,
+      // so its completed fires need no read. Almost always so: an item keeps its instance.
+      const known = this.seen.get(key);
       let read: NodeRead | undefined;
       let taken: boolean | 'unknown';
       // The claim lasts until the release ends; a failed attempt gives it up in `finally`.
@@ -193,12 +203,17 @@ export class ItemExecutor {
       let holding = false;
       try {
         try {
-          const itemPath = registryPaths.shardingItem(request.job, request.item);
-          ({ read } = await this.batcher.commit(session, [create], (s) => s.get(itemPath)));
+          if (known) await this.batcher.commit(session, [create, { type: 'check', path: itemPath, version: known.version }]);
+          else ({ read } = await this.batcher.commit(session, [create], (s) => s.get(itemPath)));
           taken = true;
         } catch (err) {
           if (is(err, ErrorCodes.ZK_NODE_EXISTS)) taken = false;
-          else if (is(err, ErrorCodes.ZK_NO_NODE)) {
+          else if (known && is(err, ErrorCodes.ZK_BAD_VERSION)) {
+            // Someone else changed the item since (another instance completed a fire): read it.
+            this.seen.delete(key);
+            continue;
+          } else if (is(err, ErrorCodes.ZK_NO_NODE)) {
+            this.seen.delete(key);
             // The item's node is missing (a job registered before its items were laid out).
             await this.ctx.zk.ensurePath(running.slice(0, running.lastIndexOf('/')));
             continue;
@@ -207,7 +222,7 @@ export class ItemExecutor {
         }
         if (taken === true) {
           holding = true;
-          return await this.held(session, request, key, read!);
+          return known ? { session, done: known.done } : await this.held(session, request, key, read!);
         }
         if (!taken && marked === false && config.misfire && markOnBusy) {
           await this.markMisfire(request);
@@ -253,12 +268,14 @@ export class ItemExecutor {
   private async held(session: ZkSessionOps, request: ExecutionRequest, key: string, read: NodeRead): Promise<Hold> {
     const path = registryPaths.shardingItem(request.job, request.item);
     try {
-      const { data } = await read.catch((err) => {
+      const { data, stat } = await read.catch((err) => {
         if (!isRetryable(err)) throw err;
         return this.ctx.zk.get(path);
       });
       this.assertSession(session, path);
-      return { session, done: parseCompletedFires(data) };
+      const done = parseCompletedFires(data);
+      this.seen.set(key, { version: stat.version, done });
+      return { session, done };
     } catch (err) {
       if (is(err, ErrorCodes.ZK_NO_NODE) && this.ctx.zk.sessionId === session.sessionId) return { session, done: [] };
       await this.releaseMonitored(request, key, { session }, undefined, undefined).catch(() => undefined);
@@ -315,16 +332,21 @@ export class ItemExecutor {
       // "running" then would let a third one in. Bound requests fail instead of reaching it.
       let withMark = mark !== undefined;
       const misfirePath = registryPaths.shardingMisfire(job, item);
+      const done = completedFrom && withCompletedFire(completedFrom, fireTime);
+      // Known again only from the answer of the set below.
+      if (done) this.seen.delete(key);
       for (;;) {
         const ops: ZkOp[] = [];
-        if (completedFrom) ops.push({ type: 'set', path: registryPaths.shardingItem(job, item), data: JSON.stringify(withCompletedFire(completedFrom, fireTime)), version: -1 });
+        if (done) ops.push({ type: 'set', path: registryPaths.shardingItem(job, item), data: JSON.stringify(done), version: -1 });
         ops.push({ type: 'delete', path: running, version: -1 });
         if (withMark) ops.push({ type: 'delete', path: misfirePath, version: mark!.version });
         try {
           // The item's children, not the mark itself: almost always there is no mark, and a read of
           // a missing node costs an error answer (and two error objects) per item.
           const itemPath = registryPaths.shardingItem(job, item);
-          const { read: children } = await this.batcher.commit(session, ops, readMark ? (s) => s.children(itemPath) : undefined);
+          const { results, read: children } = await this.batcher.commit(session, ops, readMark ? (s) => s.children(itemPath) : undefined);
+          const version = done ? results[0]?.stat?.version : undefined;
+          if (done && version !== undefined) this.seen.set(key, { version, done });
           return { recorded: completedFrom !== undefined || withMark, mark: children ? await this.markAmong(children, request).catch(() => undefined) : undefined };
         } catch (err) {
           if (withMark && is(err, ErrorCodes.ZK_BAD_VERSION, ErrorCodes.ZK_NO_NODE)) {

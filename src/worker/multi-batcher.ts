@@ -1,4 +1,4 @@
-import { ZkError, type ZkOp, type ZkSessionOps, type ZkStat } from '../shared/zk';
+import { ZkError, type ZkOp, type ZkOpResult, type ZkSessionOps, type ZkStat } from '../shared/zk';
 
 /** A node read sent right behind the transaction that committed a group. */
 export type NodeRead = Promise<{ data: Buffer; stat: ZkStat }>;
@@ -6,8 +6,9 @@ export type NodeRead = Promise<{ data: Buffer; stat: ZkStat }>;
 /** A read a group asks for, sent on the group's session right behind the multi that commits it. */
 export type ReadBehind<R> = (session: ZkSessionOps) => Promise<R>;
 
-/** A committed group, with the read asked for (if any). */
+/** A committed group: its own ops' results, and the read asked for (if any). */
 export interface Committed<R> {
+  results: ZkOpResult[];
   read?: Promise<R>;
 }
 
@@ -74,7 +75,13 @@ export class MultiBatcher {
     // Sent right behind the multi, in the same turn: answered after it.
     const reads = groups.map((group) => group.read?.(session));
     committed.then(
-      () => groups.forEach((group, g) => group.resolve({ read: reads[g] })),
+      (results) => {
+        let at = 0;
+        groups.forEach((group, g) => {
+          group.resolve({ results: results.slice(at, at + group.ops.length), read: reads[g] });
+          at += group.ops.length;
+        });
+      },
       (err: unknown) => {
         for (const read of reads) read?.catch(() => undefined);
         const opIndex = err instanceof ZkError ? err.details.opIndex : undefined;

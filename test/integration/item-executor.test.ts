@@ -188,6 +188,26 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
     expect(() => seen!.assertOwnership()).not.toThrow();
   });
 
+  it('locks without reading the item while its completed fires are as it last saw them, and reads them again once another instance changed them', async () => {
+    const relay = await link();
+    const a = await instance('a', () => undefined, { link: relay });
+    const b = await instance('b', () => undefined);
+    await expect(a.run(1000)).resolves.toBe('completed');
+    // A read of the item from here on loses the connection: a notices it.
+    relay.loseNextAnswer({ op: OP.getData, path: ITEM });
+    const events = recordZkEvents(a.zk);
+    await expect(a.run(2000)).resolves.toBe('completed');
+    await expect(a.run(3000)).resolves.toBe('completed');
+    expect(events).toEqual([]);
+    // b completes a fire: a's version check fails, and a reads the item (losing that answer once).
+    await expect(b.run(4000)).resolves.toBe('completed');
+    await expect(a.run(4000)).resolves.toBe('skipped');
+    expect(events).toEqual(['suspended', 'reconnected']);
+    await expect(a.run(5000)).resolves.toBe('completed');
+    expect(a.starts()).toEqual([[1000, 'NORMAL'], [2000, 'NORMAL'], [3000, 'NORMAL'], [5000, 'NORMAL']]);
+    await expectSettled([1000, 2000, 3000, 4000, 5000]);
+  });
+
   it('skips a fire another instance completed, whatever the source', async () => {
     const a = await instance('a', () => undefined);
     const b = await instance('b', () => undefined);

@@ -94,6 +94,20 @@ describe('MultiBatcher (real ZooKeeper)', () => {
     await expect(second.read!).rejects.toMatchObject({ code: ErrorCodes.ZK_NO_NODE });
   });
 
+  it("gives each group its own ops' results: a create's path, a set's new stat", async () => {
+    await zk.create('/items/counter', '1');
+    const batcher = new MultiBatcher();
+    const session = zk.onSession(zk.sessionId);
+    const [created, set] = await Promise.all([
+      batcher.commit(session, [create('/items/p'), create('/items/q')]),
+      batcher.commit(session, [{ type: 'set', path: '/items/counter', data: '2', version: 0 }]),
+    ]);
+    expect(created.results.map((r) => r.path)).toEqual(['/items/p', '/items/q']);
+    expect(set.results).toHaveLength(1);
+    expect(set.results[0].stat?.version).toBe(1);
+    expect(set.results[0].stat?.version).toBe((await zk.get('/items/counter')).stat.version);
+  });
+
   it('refuses a group bound to a session the client has left', async () => {
     const batcher = new MultiBatcher();
     const stale = zk.onSession('0x1234');

@@ -1,5 +1,5 @@
 import { ErrorCodes } from '../errors';
-import type { ZkCreateMode, ZkData } from './zk-types';
+import type { ZkCreateMode, ZkData, ZkStat } from './zk-types';
 
 /** One operation inside a transaction; paths are relative to the namespace. */
 export type ZkOp =
@@ -8,8 +8,8 @@ export type ZkOp =
   | { type: 'set'; path: string; data: ZkData; version: number }
   | { type: 'delete'; path: string; version: number };
 
-/** What a committed transaction reports per operation (created paths are relative). */
-export type ZkOpResult = { type: ZkOp['type']; path?: string };
+/** What a committed transaction reports per operation: a create's path (relative), a set's new stat. */
+export type ZkOpResult = { type: ZkOp['type']; path?: string; stat?: ZkStat };
 
 /**
  * Builder for an atomic ZooKeeper `multi`. All operations apply, or none do. A fenced multi

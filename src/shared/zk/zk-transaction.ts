@@ -3,12 +3,12 @@ import { ErrorCodes } from '../errors';
 import { namedZkCode, toZkError, ZkError } from './zk-errors';
 import type { ZkOp, ZkOpResult } from './zk-multi';
 import type { ZkNamespace } from './zk-namespace';
-import { toBuffer } from './zk-types';
+import { toBuffer, toZkStat } from './zk-types';
 
 /** What node-zookeeper-client's `Transaction.commit` answers: an error and/or one result per op. */
 export interface RawMultiOutcome {
   err: unknown;
-  res?: Array<{ type: number; err?: number; path?: string }>;
+  res?: Array<{ type: number; err?: number; path?: string; stat?: zookeeper.Stat }>;
 }
 
 /**
@@ -60,5 +60,8 @@ export function multiResults(outcome: RawMultiOutcome, ops: readonly ZkOp[], fen
     if (failedAt < 0) throw toZkError(outcome.err, 'multi');
     throw new ZkError(namedZkCode(zkCode), zkCode, `multi op #${failedAt} (${op?.type})`, op?.path, { opIndex: failedAt });
   }
-  return ops.map((op, i) => ({ type: op.type, path: outcome.res?.[i]?.path ? ns.rel(outcome.res[i].path!) : undefined }));
+  return ops.map((op, i) => {
+    const r = outcome.res?.[i];
+    return { type: op.type, path: r?.path ? ns.rel(r.path) : undefined, stat: r?.stat ? toZkStat(r.stat) : undefined };
+  });
 }
