@@ -105,6 +105,15 @@ export class ItemExecutor {
   constructor(private readonly ctx: ExecutorContext) {}
 
   /**
+   * Forgets what this process remembers of the job's items (their `sharding/{i}` versions): the
+   * job was removed, and a job added again under the name has new item nodes, whose versions
+   * start over and could match a remembered one.
+   */
+  forgetJob(job: string): void {
+    for (const key of this.seen.keys()) if (key.slice(0, key.lastIndexOf('|')) === job) this.seen.delete(key);
+  }
+
+  /**
    * Executes the request; resolves with the final status of its last run, or `deferred` when a
    * request that must run (a FAILOVER, or one put back after an abort) found the item running: such
    * a request is work that was assigned and not done, so it waits for the lock and runs under its

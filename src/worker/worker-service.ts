@@ -108,7 +108,16 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     const { zk } = this.options;
     for (const job of this.options.jobs) {
       const path = registryPaths.jobConfig(job.name);
-      this.configCaches.set(job.name, new NodeCache(zk, { path, decode: (d) => jobConfigCodec.decode(d, path), logger: this.log }));
+      const cache = new NodeCache(zk, { path, decode: (d) => jobConfigCodec.decode(d, path), logger: this.log });
+      // A job removed, or added again (a new config node, seen even across a disconnection), starts
+      // over: what we remember of its items is void.
+      let created: string | undefined;
+      cache.on('deleted', () => this.executor.forgetJob(job.name));
+      cache.on('changed', ({ stat }) => {
+        if (created !== undefined && stat.czxid !== created) this.executor.forgetJob(job.name);
+        created = stat.czxid;
+      });
+      this.configCaches.set(job.name, cache);
     }
     this.connection = createRedisConnection(this.options.redisUrl);
     this.unsubscribe.push(

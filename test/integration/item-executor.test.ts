@@ -48,6 +48,8 @@ interface Instance {
   /** Messages the executor logged (debug and up), in order. */
   logs: string[];
   abort: AbortController;
+  /** The executor's `forgetJob` for this job. */
+  forgetJob(): void;
   run(fireTime: number, source?: ExecutionSource, options?: { mustRun?: boolean; item?: number }): Promise<ExecutionStatus | 'deferred'>;
   /** `[fireTime, source]` of every execution started, in order (item 0 unless `item`). */
   starts(item?: number): Array<[number, ExecutionSource]>;
@@ -117,6 +119,7 @@ async function instance(
     records,
     logs,
     abort,
+    forgetJob: () => executor.forgetJob(JOB),
     run: (fireTime, source = 'NORMAL', { mustRun = false, item = 0 } = {}) => executor.run(definition, { job: JOB, item, fireTime, source, epoch: 1 }, { mustRun }),
     starts: (item = 0) => records.filter((r) => r.event === 'start' && r.item === item).map((r) => [r.fireTime, r.source]),
     finishes: (item = 0) => records.filter((r) => r.event === 'finish' && r.item === item).map((r) => [r.fireTime, r.source, r.status]),
@@ -206,6 +209,22 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
     await expect(a.run(5000)).resolves.toBe('completed');
     expect(a.starts()).toEqual([[1000, 'NORMAL'], [2000, 'NORMAL'], [3000, 'NORMAL'], [5000, 'NORMAL']]);
     await expectSettled([1000, 2000, 3000, 4000, 5000]);
+  });
+
+  it('forgets what it knew of a job that was removed: a new item node reaching the remembered version is read', async () => {
+    const a = await instance('a', () => undefined);
+    const b = await instance('b', () => undefined);
+    await expect(a.run(1000)).resolves.toBe('completed');
+    // The job is removed and added again; b completes a fire on the new item node, whose version
+    // is now the one a remembers for the old node, with other data.
+    await admin.deleteRecursive(ITEM);
+    await layOutItem();
+    await expect(b.run(2000)).resolves.toBe('completed');
+    expect((await admin.get(ITEM)).stat.version).toBe(1);
+    a.forgetJob();
+    await expect(a.run(2000, 'FAILOVER')).resolves.toBe('skipped');
+    expect(a.starts()).toEqual([[1000, 'NORMAL']]);
+    await expectSettled([2000]);
   });
 
   it('skips a fire another instance completed, whatever the source', async () => {
