@@ -26,8 +26,9 @@ export interface LeaderServiceOptions {
   /** A fire handled later than this after its nominal time counts as missed (misfire policy). */
   lateToleranceMs?: number;
   /**
-   * How long before its nominal time a fire is planned and its ledger written (DESIGN.md flow 3b),
-   * so that at the fire time only the Redis enqueue is left; default 100 ms. The leader raises it
+   * How long before its nominal time a fire is planned and its ledger written (DESIGN.md flow 3b);
+   * its requests are enqueued up to 100 ms of it before (workers hold them until the nominal
+   * time); default 100 ms. The leader raises it
    * (up to {@link MAX_DISPATCH_LEAD_MS}) while preparing a tick takes longer.
    */
   dispatchLeadMs?: number;
@@ -35,6 +36,13 @@ export interface LeaderServiceOptions {
 
 /** Upper bound of the dispatch lead: below the shortest cron period (1 s), so a job's fires never overlap. */
 export const MAX_DISPATCH_LEAD_MS = 800;
+/**
+ * How long before its nominal time a fire's requests are enqueued, at most (never more than the
+ * lead). Workers hold an early request until its time, in one of their concurrency slots: delivered
+ * the whole lead ahead (up to 800 ms when ticks are slow to prepare), the next fire's requests took
+ * the slots the tail of the current fire was waiting for.
+ */
+const DELIVERY_LEAD_MS = 100;
 /** How many recent tick preparations the lead adapts to. */
 const LEAD_WINDOW = 8;
 /** Jobs planned at the same time in one tick (only a reshard makes planning wait for reads). */
@@ -101,7 +109,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   private readonly missedWhileSuspended = new Map<string, number>();
   /** Serializes ticks, enqueues and queue moves, so one job's ledgers are written in fire order. */
   private tickChain: Promise<void> = Promise.resolve();
-  /** Enqueues of committed fires waiting for their nominal time. */
+  /** Enqueues of committed fires waiting for their time (the lead before their nominal time). */
   private readonly deferred = new Set<unknown>();
   private readonly minLeadMs: number;
   /** Current dispatch lead, and the durations of recent tick preparations it follows. */
@@ -173,7 +181,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     const generation = ++this.generation;
     this.log.info({ epoch }, 'leading: loading jobs');
     // The timer runs `leadMs` ahead of the wall clock: a fire is handed out that long before its
-    // nominal time, planned and ledgered, and enqueued at the nominal time (see release()).
+    // nominal time, planned and ledgered; enqueued shortly before it; started by workers at it.
     const clock = this.clock;
     const ahead: Clock = { now: () => clock.now() + this.leadMs, setTimeout: (fn, ms) => clock.setTimeout(fn, ms), clearTimeout: (h) => clock.clearTimeout(h) };
     const timer = new FireTimer({ clock: ahead, onDue: (due) => this.onDue(due), logger: this.log });
@@ -330,6 +338,11 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     await this.dispatch(planned.filter((p): p is FirePlan => p !== undefined), started);
   }
 
+  /** How long before its nominal time a prepared fire is enqueued. */
+  private deliveryLeadMs(): number {
+    return Math.min(this.leadMs, DELIVERY_LEAD_MS);
+  }
+
   /** Keeps the lead at twice the slowest recent preparation (within its bounds). */
   private adaptLead(durationMs: number): void {
     this.prepareDurations.push(durationMs);
@@ -390,7 +403,10 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       if (group) group.push(plan);
       else byTime.set(plan.ledger.fireTime, [plan]);
     }
-    for (const [fireTime, group] of byTime) await this.at(fireTime, () => this.release(group, generation));
+    // Enqueued shortly before the nominal time: the workers take the requests ahead and hold them
+    // until that time (WorkerService), so at the fire time only their own timer and the item lock
+    // stand between the fire and the handler.
+    for (const [fireTime, group] of byTime) await this.at(fireTime - this.deliveryLeadMs(), () => this.release(group, generation));
   }
 
   /**
@@ -560,8 +576,8 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       });
       this.log.warn({ job, fireTime: ledger.fireTime, items: orphaned, live: targets.length }, 'last fire names instances that are gone; their items go to live instances');
     }
-    // A ledger written ahead of its fire is enqueued at the fire time, not early.
-    await this.at(ledger.fireTime, () => this.queues.enqueue(byQueue));
+    // A ledger written ahead of its fire is enqueued no earlier than any fire is.
+    await this.at(ledger.fireTime - this.deliveryLeadMs(), () => this.queues.enqueue(byQueue));
   }
 
   private async doClose(): Promise<void> {

@@ -17,6 +17,12 @@ import { ItemExecutor, type ExecutionRecord } from './item-executor';
 const FAILOVER_RETRY_MS = 200;
 /** How soon a request that met a ZooKeeper outage tries again. */
 const TRANSIENT_RETRY_MS = 500;
+/**
+ * The longest a request taken before its nominal time is held. The leader enqueues at most its
+ * dispatch lead (under 1 s) early; the rest allows for this host's clock running behind the
+ * leader's (maxTimeDiffSeconds is the guard against worse).
+ */
+const MAX_EARLY_HOLD_MS = 2_000;
 
 const TRANSIENT_ZK_CODES: ReadonlySet<string> = new Set([
   ErrorCodes.ZK_CONNECTION_LOSS,
@@ -216,6 +222,13 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     if (!definition) {
       throw new ShardcronError(ErrorCodes.INVALID_CONFIG, `this instance has no handler for job ${request.job}`, { job: request.job });
     }
+    // Requests arrive up to the leader's dispatch lead before their nominal time: hold them until
+    // it, so that at the fire time only a timer and the item lock stand before the handler.
+    if (!(await this.holdUntil(request.fireTime))) {
+      // Stopped meanwhile (session lost, forced shutdown): not run, so put back, as an abort is.
+      await job.moveToWait(token);
+      throw new WaitingError();
+    }
     let status: Awaited<ReturnType<ItemExecutor['run']>>;
     try {
       // A request we take for the second time was put back after an abort: it must run.
@@ -242,6 +255,26 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     // Marks the BullMQ job failed, so the queue's own tools show it; the job's errorHandler already ran.
     if (status === 'failed') throw new ShardcronError(ErrorCodes.EXECUTION_FAILED, `job ${request.job} item ${request.item} failed`, { job: request.job });
     return status;
+  }
+
+  /** Waits until `fireTime` by this host's clock; false when every execution was stopped meanwhile. */
+  private async holdUntil(fireTime: number): Promise<boolean> {
+    const signal = this.abortAll.signal;
+    const deadline = Date.now() + MAX_EARLY_HOLD_MS;
+    // Timers run on a monotonic clock and may wake a millisecond before the wall clock gets there.
+    for (let now = Date.now(); now < fireTime && now < deadline; now = Date.now()) {
+      if (signal.aborted) return false;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          signal.removeEventListener('abort', done);
+          resolve();
+        };
+        const timer = setTimeout(done, Math.min(fireTime, deadline) - now);
+        signal.addEventListener('abort', done, { once: true });
+      });
+    }
+    return !signal.aborted;
   }
 
   /**

@@ -325,9 +325,9 @@ describe('jobs at run time', () => {
 });
 
 describe('dispatch ahead of the fire', () => {
-  it('the ledger is written before the nominal time and no item starts before it', async () => {
+  it('the ledger is written and the requests are enqueued before the nominal time, and no item starts before it', async () => {
     const job = defineJob({ name: 'ahead', cron: everySecond, shardingTotalCount: 2, execute: () => undefined });
-    await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w1' });
+    const worker = await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w1' });
     await cluster.start({ roles: ['scheduler'], instanceId: 'leader' });
     await firesAfter('ahead', 2, 0, 1);
     const admin = await connectZk(zk.connectionString, { namespace: cluster.namespace });
@@ -341,9 +341,21 @@ describe('dispatch ahead of the fire', () => {
       { timeoutMs: 5_000, intervalMs: 5, message: 'a ledger written ahead of its fire' },
     );
     expect(earliness).toBeLessThanOrEqual(800);
-    await firesAfter('ahead', 2, Date.now(), 3);
+    const steady = await firesAfter('ahead', 2, Date.now(), 3);
     const early = cluster.starts('ahead').filter((r) => r.at < r.fireTime);
     expect(early).toEqual([]);
+    // The worker took the requests ahead (BullMQ's own stamps) and held them until their time.
+    const queue = new Queue(worker.worker!.queue!, { connection: { url: redis.url }, prefix: QUEUE_PREFIX });
+    try {
+      const done = (await queue.getJobs(['completed'])).filter((j) => steady.includes((j.data as { fireTime: number }).fireTime));
+      expect(done).toHaveLength(6);
+      for (const j of done) {
+        const { fireTime } = j.data as { fireTime: number };
+        expect({ fireTime, enqueuedEarly: j.timestamp < fireTime, takenEarly: j.processedOn! < fireTime }).toEqual({ fireTime, enqueuedEarly: true, takenEarly: true });
+      }
+    } finally {
+      await queue.close();
+    }
   });
 
   it('a leader that fell behind catches up in one tick instead of working through a backlog', async () => {
