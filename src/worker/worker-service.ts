@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { DelayedError, WaitingError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { createRedisConnection } from '../shared/redis-connection';
@@ -78,7 +79,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private readonly unsubscribe: Array<() => void> = [];
   private connection: Redis | undefined;
   private consumers: Worker[] = [];
-  private abortAll = new AbortController();
+  private abortAll = WorkerService.stopController();
   private closing: Promise<void> | undefined;
   private watchdog: NodeJS.Timeout | undefined;
   /** True while we stopped because the ownership deadline passed (invariant I4). */
@@ -163,6 +164,16 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     }
   }
 
+  /**
+   * The controller every running execution (and held request) listens to: one listener each, so
+   * as many as the concurrency, not a leak (Node warns past 10 by default).
+   */
+  private static stopController(): AbortController {
+    const controller = new AbortController();
+    setMaxListeners(0, controller.signal);
+    return controller;
+  }
+
   /** Stops taking requests; running executions go on. */
   private async pauseConsumers(): Promise<void> {
     await Promise.all(this.consumers.map((c) => c.pause(true).catch(() => undefined)));
@@ -179,7 +190,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
 
   private abortExecutions(reason: string): void {
     const controller = this.abortAll;
-    this.abortAll = new AbortController();
+    this.abortAll = WorkerService.stopController();
     controller.abort(new ShardcronError(ErrorCodes.NOT_OWNER, reason));
   }
 
