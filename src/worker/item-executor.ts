@@ -151,7 +151,6 @@ export class ItemExecutor {
         // does not know it, which let its failed-over request complete the fire a second time.
         const settle = async (outcome: ExecutionStatus): Promise<Settled> => {
           const completed = outcome === 'completed';
-          released = { recorded: false, mark: undefined };
           released = await this.release(config, round, key, hold, completed, completed ? roundMark : undefined).catch((err) => {
             this.ctx.log.warn({ err, job: round.job, item: round.item }, 'could not release the item after its run');
             return { recorded: false, mark: undefined };
@@ -198,10 +197,10 @@ export class ItemExecutor {
     // A holder may finish between our failed create and our misfire mark without seeing the mark;
     // re-checking after marking closes that gap (and then the item is free to take ourselves).
     // One more attempt for a lock whose cached view of the item turned out stale.
+    const itemPath = registryPaths.shardingItem(request.job, request.item);
+    const create = { type: 'create', path: running, data: this.ctx.instanceId, mode: 'ephemeral' } as const;
     for (let attempt = 0; attempt < 4; attempt += 1) {
       const session = this.ctx.zk.onSession(this.ctx.zk.sessionId);
-      const create = { type: 'create', path: running, data: this.ctx.instanceId, mode: 'ephemeral' } as const;
-      const itemPath = registryPaths.shardingItem(request.job, request.item);
       // The item node as we last saw it: a version check in the lock multi proves it unchanged,
       // so its completed fires need no read. Almost always so: an item keeps its instance.
       const known = this.seen.get(key);
@@ -251,7 +250,7 @@ export class ItemExecutor {
           this.ctx.log.info({ job: request.job, item: request.item }, 'taking over our own orphaned running node');
           const own = this.ctx.zk.onSession(stat.ephemeralOwner);
           holding = true;
-          return await this.held(own, request, key, own.get(registryPaths.shardingItem(request.job, request.item)));
+          return await this.held(own, request, key, own.get(itemPath));
         }
         return undefined;
       } finally {
@@ -340,23 +339,23 @@ export class ItemExecutor {
       // expired, the server removed our node and another instance may hold the item now; deleting
       // "running" then would let a third one in. Bound requests fail instead of reaching it.
       let withMark = mark !== undefined;
-      const misfirePath = registryPaths.shardingMisfire(job, item);
+      const itemPath = registryPaths.shardingItem(job, item);
       const done = completedFrom && withCompletedFire(completedFrom, fireTime);
       // Known again only from the answer of the set below.
       if (done) this.seen.delete(key);
       for (;;) {
         const ops: ZkOp[] = [];
-        if (done) ops.push({ type: 'set', path: registryPaths.shardingItem(job, item), data: JSON.stringify(done), version: -1 });
+        if (done) ops.push({ type: 'set', path: itemPath, data: JSON.stringify(done), version: -1 });
         ops.push({ type: 'delete', path: running, version: -1 });
-        if (withMark) ops.push({ type: 'delete', path: misfirePath, version: mark!.version });
+        if (withMark) ops.push({ type: 'delete', path: registryPaths.shardingMisfire(job, item), version: mark!.version });
+        const recorded = done !== undefined || withMark;
         try {
           // The item's children, not the mark itself: almost always there is no mark, and a read of
           // a missing node costs an error answer (and two error objects) per item.
-          const itemPath = registryPaths.shardingItem(job, item);
           const { results, read: children } = await this.batcher.commit(session, ops, readMark ? (s) => s.children(itemPath) : undefined);
           const version = done ? results[0]?.stat?.version : undefined;
           if (done && version !== undefined) this.seen.set(key, { version, done });
-          return { recorded: completedFrom !== undefined || withMark, mark: children ? await this.markAmong(children, request).catch(() => undefined) : undefined };
+          return { recorded, mark: children ? await this.markAmong(children, request).catch(() => undefined) : undefined };
         } catch (err) {
           if (withMark && is(err, ErrorCodes.ZK_BAD_VERSION, ErrorCodes.ZK_NO_NODE)) {
             // A newer fire changed the mark: keep it (it is taken next round) and commit the rest.
@@ -373,7 +372,7 @@ export class ItemExecutor {
           // node tells which, once we are connected again: only this release deletes it.
           const stat = await this.ctx.zk.exists(running);
           if (this.ctx.zk.sessionId !== session.sessionId) return { ...notRecorded, unknown: true };
-          if (!stat) return { recorded: completedFrom !== undefined || withMark, mark: undefined };
+          if (!stat) return { recorded, mark: undefined };
           if (stat.ephemeralOwner !== session.sessionId) return notRecorded;
         }
       }
@@ -432,19 +431,18 @@ export class ItemExecutor {
       this.localMisfire.delete(key);
       return fireTime === undefined ? undefined : { fireTime, version: -1 };
     }
-    return (await this.markOf(this.ctx.zk.get(registryPaths.shardingMisfire(request.job, request.item)), request)) ?? undefined;
+    return (await this.readMark(request)) ?? undefined;
   }
 
   /** The misfire mark, if the item's `children` name one (read then; null: none). */
   private async markAmong(children: Promise<string[]>, request: ExecutionRequest): Promise<MisfireMark | null> {
-    if (!(await children).includes(MISFIRE_NODE)) return null;
-    return this.markOf(this.ctx.zk.get(registryPaths.shardingMisfire(request.job, request.item)), request);
+    return (await children).includes(MISFIRE_NODE) ? this.readMark(request) : null;
   }
 
-  /** The misfire mark a read of its node found (null: none). */
-  private async markOf(read: NodeRead, request: ExecutionRequest): Promise<MisfireMark | null> {
+  /** The item's misfire mark (null: none). */
+  private async readMark(request: ExecutionRequest): Promise<MisfireMark | null> {
     try {
-      const { data, stat } = await read;
+      const { data, stat } = await this.ctx.zk.get(registryPaths.shardingMisfire(request.job, request.item));
       const fireTime = Number(data.toString());
       return { fireTime: Number.isSafeInteger(fireTime) && fireTime > 0 ? fireTime : request.fireTime, version: stat.version };
     } catch (err) {

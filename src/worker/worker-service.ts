@@ -10,7 +10,7 @@ import { silentLogger, type Logger } from '../shared/logger';
 import { QUEUE_PREFIX } from '../shared/queue-names';
 import { registryPaths } from '../shared/registry-paths';
 import { TypedEmitter } from '../shared/typed-emitter';
-import { NodeCache, type ZkClient } from '../shared/zk';
+import { NodeCache, sleep, type ZkClient } from '../shared/zk';
 import { InstanceRegistration, type Incarnation } from './instance-registration';
 import { ItemExecutor, type ExecutionRecord } from './item-executor';
 
@@ -175,8 +175,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   }
 
   /** Stops taking requests; running executions go on. */
-  private async pauseConsumers(): Promise<void> {
-    await Promise.all(this.consumers.map((c) => c.pause(true).catch(() => undefined)));
+  private async pauseConsumers(consumers: readonly Worker[] = this.consumers): Promise<void> {
+    await Promise.all(consumers.map((c) => c.pause(true).catch(() => undefined)));
   }
 
   private resumeConsumers(): void {
@@ -274,16 +274,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     const deadline = Date.now() + MAX_EARLY_HOLD_MS;
     // Timers run on a monotonic clock and may wake a millisecond before the wall clock gets there.
     for (let now = Date.now(); now < fireTime && now < deadline; now = Date.now()) {
-      if (signal.aborted) return false;
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          clearTimeout(timer);
-          signal.removeEventListener('abort', done);
-          resolve();
-        };
-        const timer = setTimeout(done, Math.min(fireTime, deadline) - now);
-        signal.addEventListener('abort', done, { once: true });
-      });
+      if (!(await sleep(Math.min(fireTime, deadline) - now, signal).then(() => true, () => false))) return false;
     }
     return !signal.aborted;
   }
@@ -297,7 +288,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     const consumers = this.consumers.splice(0);
     const grace = this.options.shutdownGraceMs ?? 30_000;
     if (consumers.length > 0 && this.options.zk.state === 'connected') {
-      await Promise.all(consumers.map((c) => c.pause(true).catch(() => undefined)));
+      await this.pauseConsumers(consumers);
       await this.registration.setState('draining');
       this.log.info({ graceMs: grace }, 'draining: waiting for running executions');
     }

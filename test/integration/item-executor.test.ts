@@ -126,6 +126,19 @@ async function instance(
   };
 }
 
+/**
+ * An instance behind a fresh relay, its ZooKeeper events recorded from now on; `handler` builds
+ * the instance's handler and may act on the relay.
+ */
+async function relayed(
+  instanceId: string,
+  handler: (relay: Link) => (ctx: ShardingContext) => unknown = () => () => undefined,
+): Promise<{ relay: Link; a: Instance; events: string[]; session: string }> {
+  const relay = await link();
+  const a = await instance(instanceId, handler(relay), { link: relay });
+  return { relay, a, events: recordZkEvents(a.zk), session: a.zk.sessionId };
+}
+
 /** A handler that does `arm` in its first run only (to act on the release that follows that run). */
 function onFirstRun(arm: () => void): () => void {
   let armed = false;
@@ -428,11 +441,8 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
   });
 
   it('adopts its own running node when the answer to its lock request was lost', async () => {
-    const relay = await link();
     await layOutItem();
-    const a = await instance('a', () => undefined, { link: relay });
-    const events = recordZkEvents(a.zk);
-    const session = a.zk.sessionId;
+    const { relay, a, events, session } = await relayed('a');
     // The create reaches the server and is applied; the answer (and the read behind it) is lost.
     relay.loseNextAnswer({ op: OP.create, path: RUNNING });
     await expect(a.run(1000)).resolves.toBe('completed');
@@ -445,11 +455,8 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
   });
 
   it('takes the lock again when its lock request was lost before it reached ZooKeeper', async () => {
-    const relay = await link();
     await layOutItem();
-    const a = await instance('a', () => undefined, { link: relay });
-    const events = recordZkEvents(a.zk);
-    const session = a.zk.sessionId;
+    const { relay, a, events, session } = await relayed('a');
     relay.cutAtNext({ op: OP.create, path: RUNNING });
     const result = a.run(1000);
     await waitFor(() => relay.isCut, { message: 'the lock request was cut' });
@@ -608,10 +615,7 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
   });
 
   it('frees the item on the same session when its release never reached ZooKeeper, and reports the run as ZooKeeper recorded it', async () => {
-    const relay = await link();
-    const a = await instance('a', onFirstRun(() => relay.cutAtNext({ op: OP.multi })), { link: relay });
-    const events = recordZkEvents(a.zk);
-    const session = a.zk.sessionId;
+    const { relay, a, events, session } = await relayed('a', (r) => onFirstRun(() => r.cutAtNext({ op: OP.multi })));
     const result = a.run(1000);
     await waitFor(() => relay.isCut, { message: 'the release multi was cut' });
     expect(await runningOwner()).toBe(session);
@@ -634,11 +638,8 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
 
   describe('a release whose answer was lost', () => {
     async function loseReleaseAnswer(): Promise<{ a: Instance; status: ExecutionStatus | 'deferred'; events: string[]; session: string }> {
-      const relay = await link();
       // The release that follows is applied by the server; its answer is lost with the connection.
-      const a = await instance('a', onFirstRun(() => relay.loseNextAnswer({ op: OP.multi })), { link: relay });
-      const events = recordZkEvents(a.zk);
-      const session = a.zk.sessionId;
+      const { a, events, session } = await relayed('a', (relay) => onFirstRun(() => relay.loseNextAnswer({ op: OP.multi })));
       const status = await a.run(1000);
       return { a, status, events, session };
     }

@@ -55,7 +55,6 @@ export interface ZkClientEvents {
  */
 export interface ZkSessionOps {
   readonly sessionId: string;
-  create(path: string, data?: ZkData, mode?: ZkCreateMode): Promise<string>;
   get(path: string): Promise<{ data: Buffer; stat: ZkStat }>;
   /** Child names; a way to learn whether a node exists that costs no error answer when it does not. */
   children(path: string): Promise<string[]>;
@@ -146,20 +145,16 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   // ---- operations -------------------------------------------------------------------------
 
   /** Creates a node; returns its path (with the sequence suffix for sequential modes). */
-  create(path: string, data?: ZkData, mode: ZkCreateMode = 'persistent'): Promise<string> {
+  async create(path: string, data?: ZkData, mode: ZkCreateMode = 'persistent'): Promise<string> {
     // A create lost in flight may have happened. Retrying a plain create then fails with
     // NODE_EXISTS, which callers handle; retrying a sequential one would make a second node,
     // so those are not retried (callers find their node by its data, as Curator's protected mode).
-    return this.createOn(path, data, mode, !mode.endsWith('_sequential'));
-  }
-
-  private async createOn(path: string, data: ZkData | undefined, mode: ZkCreateMode, retry: boolean, boundTo?: string): Promise<string> {
+    const retry = !mode.endsWith('_sequential');
     const created = await this.run(
       'create',
       path,
       (raw, cb) => raw.create(this.ns.abs(path), toBuffer(data) ?? Buffer.alloc(0), this.ns.acls, this.ns.mode(mode), cb),
       retry,
-      boundTo,
     );
     return this.ns.rel(created as string);
   }
@@ -276,7 +271,6 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   onSession(sessionId: string): ZkSessionOps {
     return {
       sessionId,
-      create: (path, data, mode = 'persistent') => this.createOn(path, data, mode, false, sessionId),
       get: (path) => this.getOn(path, undefined, false, sessionId),
       children: (path) => this.childrenOn(path, undefined, false, sessionId),
       multi: () => new ZkMulti((ops, fenced) => this.commit(ops, fenced, sessionId)),
