@@ -3,6 +3,7 @@ import { createRedisConnection } from './shared/redis-connection';
 import { LeaderService } from './leader/leader-service';
 import { loadEnvConfig, type Role, type ShardcronEnvConfig } from './shared/env-config';
 import type { ResolvedJobDefinition } from './shared/job-definition';
+import { applyHeapGrowth } from './shared/heap-growth';
 import { createLogger, type Logger } from './shared/logger';
 import { ZkClient } from './shared/zk';
 import { detectIp } from './worker/instance-registration';
@@ -26,6 +27,8 @@ export interface StartNodeOptions {
   concurrency?: number;
   /** On close, how long running executions may take before they are aborted. */
   shutdownGraceMs?: number;
+  /** V8's heap growing percent for this process (SHARDCRON_HEAP_GROWTH_PERCENT); 0 keeps V8's policy. */
+  heapGrowthPercent?: number;
   logger?: Logger;
 }
 
@@ -54,6 +57,8 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
   const instanceId = options.instanceId ?? env.instanceId ?? `${ip}@-@${process.pid}`;
   const namespace = options.namespace ?? env.namespace;
   const log = logger.child({ ns: namespace, instanceId });
+  const heap = applyHeapGrowth(options.heapGrowthPercent ?? env.heapGrowthPercent);
+  if (heap.kind === 'node-flag') log.debug({ flag: heap.flag }, 'heap growth left to the node flag');
   const cleanups: Array<() => Promise<unknown>> = [];
   let closing: Promise<void> | undefined;
   const close = () =>

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 /**
  * Benchmark nodes as child processes (tsx, IPC channel): shardcron nodes (bench/fixtures/shardcron-node.ts)
  * and BullMQ workers (bench/fixtures/bullmq-node.ts). Each one reports through IPC messages and answers
@@ -34,6 +35,8 @@ export interface NodeReport {
   rssMb: number;
   /** V8 heap in use (process.memoryUsage().heapUsed). */
   heapMb: number;
+  /** process.memoryUsage() and V8's heap space sizes, MB (see memoryMb in the recorder). */
+  memory?: Record<string, number>;
 }
 
 const FIXTURES = path.join(__dirname, '..', 'fixtures');
@@ -53,7 +56,9 @@ export class BenchProcess {
   ) {
     this.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
     child.stderr!.on('data', (chunk: Buffer) => (this.stderr = (this.stderr + chunk.toString()).slice(-4000)));
-    child.stdout!.resume();
+    // BENCH_STDOUT_DIR=dir keeps each process's stdout (e.g. --trace-gc output) in dir/<name>.log.
+    if (process.env.BENCH_STDOUT_DIR) child.stdout!.pipe(fs.createWriteStream(path.join(process.env.BENCH_STDOUT_DIR, `${name}.log`)));
+    else child.stdout!.resume();
     child.on('message', (raw) => {
       const message = raw as BenchMessage;
       if (message.type === 'reply') {
@@ -69,7 +74,7 @@ export class BenchProcess {
     const extra = (process.env[`BENCH_NODE_ARGS_${name.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`] ?? '').split(' ').filter(Boolean);
     const child = spawn(process.execPath, [...extra, '--require', 'tsx/cjs', path.join(FIXTURES, fixture)], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH, NODE_ENV: 'production', ...env },
+      env: { PATH: process.env.PATH, NODE_ENV: 'production', ...(process.env.MALLOC_ARENA_MAX ? { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX } : {}), ...env },
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
     const proc = new BenchProcess(name, child);

@@ -175,6 +175,10 @@ export function renderMarkdown(r: BenchResults): string {
       metric('first fire after takeover, dispatch lag', (c) => `${fmt(c.firstFireDispatchMs)} ms`),
       metric('leader RSS start / max / end', (c) => `${fmt(c.leaderRssMb.start)} / ${fmt(c.leaderRssMb.max)} / ${fmt(c.leaderRssMb.end)} MB`),
       metric('leader live heap after full GC', (c) => `${fmt(c.leaderLiveHeapMb)} MB`),
+      metric('leader at the RSS peak: V8 heap used / reserved (old space), outside V8', (c) => {
+        const m = c.leaderMemoryMb?.peak;
+        return m ? `${fmt(m.heapUsed)} / ${fmt(m.heapTotal)} (${fmt(m.old_space)}) MB, ${fmt(m.rss - m.heapTotal)} MB` : 'n/a';
+      }),
       metric('leader CPU', (c) => `${fmt(c.leaderCpuPerSecond, 3)} s per s`),
       metric('job-fires dispatched per second', (c) => `${fmt(c.dispatchedPerSecond)} (needed ${fmt(c.jobs)})`),
       metric('ZooKeeper write ops per job per fire', (c) => fmt(c.zkWritesPerJobPerFire, 3)),

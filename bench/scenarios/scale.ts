@@ -26,6 +26,8 @@ export interface ScaleResult {
   leaderRssMb: { start: number; max: number; end: number };
   /** V8 heap still in use after a full GC at the end of the window (what the job views cost). */
   leaderLiveHeapMb: number;
+  /** process.memoryUsage() and V8 heap space sizes (MB) at the window's RSS peak and after the full GC. */
+  leaderMemoryMb: { peak: Record<string, number>; afterGc: Record<string, number> };
   /** Leader CPU seconds per wall second over the window. */
   leaderCpuPerSecond: number;
   /** Job-fires the leader dispatched per second over the window (needed: jobs). */
@@ -46,17 +48,20 @@ interface Point {
   zk: ZkCounters;
   proc: ProcSample;
   dispatched: number;
+  memory: Record<string, number>;
 }
 
 async function point(port: number, namespace: string, leader: BenchProcess): Promise<Point> {
   const [zk, report] = await Promise.all([zkCounters(port, namespace), leader.report(0, 1)]);
-  return { zk, proc: procSample(leader.pid), dispatched: report.dispatchedTotal };
+  return { zk, proc: procSample(leader.pid), dispatched: report.dispatchedTotal, memory: report.memory ?? {} };
 }
 
 /** Quick: 2,000 jobs. Full: 2,000 (what this box sustains) and 10,000 (the target size). */
 export async function runScaleAll(ctx: BenchContext): Promise<ScaleResult[]> {
   const out: ScaleResult[] = [];
-  for (const jobs of ctx.mode === 'quick' ? [2_000] : [2_000, 10_000]) out.push(await runScale(ctx, jobs));
+  // BENCH_SCALE_JOBS=10000 (comma-separated sizes) measures only those sizes.
+  const sizes = process.env.BENCH_SCALE_JOBS ? process.env.BENCH_SCALE_JOBS.split(',').map(Number) : ctx.mode === 'quick' ? [2_000] : [2_000, 10_000];
+  for (const jobs of sizes) out.push(await runScale(ctx, jobs));
   return out;
 }
 
@@ -99,8 +104,14 @@ export async function runScale(ctx: BenchContext, jobs: number): Promise<ScaleRe
         for (let t = from; t <= to; t += 1000) {
           await sleepUntil(t + MID_SECOND);
           points.push(await point(services.zk.port, namespace, leader));
-          // BENCH_PROFILE=dir: a CPU profile of the leader over the window (steady state only).
-          if (t === from && dir) void leader.request({ type: 'profile', ms: (seconds - 1) * 1000, file: path.join(dir, `scale-leader-${jobs}.cpuprofile`) }, seconds * 1000 + 60_000).catch(() => undefined);
+          // BENCH_PROFILE=dir: a CPU and an allocation profile of the leader over the window (steady state only).
+          if (t === from && dir) {
+            const ms = (seconds - 1) * 1000;
+            void leader.request({ type: 'profile', ms, file: path.join(dir, `scale-leader-${jobs}.cpuprofile`) }, ms + 60_000).catch(() => undefined);
+            // BENCH_PROFILE_PROMOTED=1: the allocation profile keeps only what reached the old generation.
+            const promoted = process.env.BENCH_PROFILE_PROMOTED === '1';
+            void leader.request({ type: 'alloc-profile', ms, promoted, file: path.join(dir, `scale-leader-${jobs}.heapprofile`) }, ms + 60_000).catch(() => undefined);
+          }
         }
       },
     });
@@ -109,7 +120,10 @@ export async function runScale(ctx: BenchContext, jobs: number): Promise<ScaleRe
     const wallS = (b.proc.at - a.proc.at) / 1000;
     const dispatched = Math.max(1, b.dispatched - a.dispatched);
     const lead = await leader.report(window.from, window.to);
-    const live = await leader.request<{ heapMb: number }>({ type: 'gc' });
+    if (dir) await leader.request({ type: 'heap-snapshot', file: path.join(dir, `scale-leader-${jobs}.heapsnapshot`) }, 300_000);
+    const live = await leader.request<{ heapMb: number; memory: Record<string, number> }>({ type: 'gc' });
+    const peak = points.reduce((p, q) => (q.proc.rssMb > p.proc.rssMb ? q : p));
+    ctx.log(`  leader memory (MB) at the RSS peak: ${JSON.stringify(peak.memory)}; after a full GC: ${JSON.stringify(live.memory)}`);
     const queues = await findQueues(services.redis.url, QUEUE_PREFIX, `${namespace}.`);
     const stages = await queueStages(services.redis.url, queues, QUEUE_PREFIX, window, (job) => (job.data as { fireTime: number }).fireTime, true, 20_000);
     return {
@@ -121,6 +135,7 @@ export async function runScale(ctx: BenchContext, jobs: number): Promise<ScaleRe
       firstFireDispatchMs,
       leaderRssMb: { start: round(a.proc.rssMb), max: round(Math.max(...points.map((p) => p.proc.rssMb))), end: round(b.proc.rssMb) },
       leaderLiveHeapMb: round(live.heapMb),
+      leaderMemoryMb: { peak: peak.memory, afterGc: live.memory },
       leaderCpuPerSecond: round((b.proc.cpuSeconds - a.proc.cpuSeconds) / wallS, 3),
       dispatchedPerSecond: round(dispatched / wallS),
       zkTxnsPerDispatchedJobFire: round((b.zk.zxid - a.zk.zxid) / dispatched, 4),

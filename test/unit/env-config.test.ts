@@ -226,6 +226,13 @@ const cases: VariableCase[] = [
     invalid: [['3600001', 'out of range'], ['30s', 'not a decimal integer']],
   },
   {
+    name: 'SHARDCRON_HEAP_GROWTH_PERCENT',
+    read: (c) => c.heapGrowthPercent,
+    defaultValue: 50,
+    valid: [['0', 0], ['25', 25], ['400', 400]],
+    invalid: [['401', 'out of range'], ['50%', 'not a decimal integer'], ['-1', 'is negative']],
+  },
+  {
     name: 'SHARDCRON_JAVA',
     read: (c) => c.localServices.java,
     defaultValue: undefined,
@@ -299,6 +306,7 @@ describe('loadEnvConfig', () => {
       ops: { host: '127.0.0.1', port: 8080 },
       logLevel: 'info',
       shutdownGraceMs: 30000,
+      heapGrowthPercent: 50,
       localServices: {},
     });
   });
