@@ -94,8 +94,12 @@ LABEL org.opencontainers.image.title="shardcron" \
       org.opencontainers.image.base.name="${NODE_IMAGE}"
 
 # NODE_PATH lets a jobs module copied or mounted outside /app `require('shardcron')` and this image's packages.
+# MALLOC_ARENA_MAX: glibc gives every thread that frees memory an arena of its own, and V8 frees
+# buffers on its background threads; two arenas took a 10,000-job leader's RSS outside the V8 heap
+# from 80-180 MB to about 100 MB (docs/design-notes.md, "Leader memory").
 ENV NODE_ENV=production \
-    NODE_PATH=/app/node_modules
+    NODE_PATH=/app/node_modules \
+    MALLOC_ARENA_MAX=2
 
 WORKDIR /app
 # Owned by root and not writable by the runtime user: the process cannot change its own code.

@@ -74,7 +74,7 @@ export class BenchProcess {
     const extra = (process.env[`BENCH_NODE_ARGS_${name.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`] ?? '').split(' ').filter(Boolean);
     const child = spawn(process.execPath, [...extra, '--require', 'tsx/cjs', path.join(FIXTURES, fixture)], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH, NODE_ENV: 'production', ...(process.env.MALLOC_ARENA_MAX ? { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX } : {}), ...env },
+      env: { PATH: process.env.PATH, NODE_ENV: 'production', ...env },
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
     const proc = new BenchProcess(name, child);
@@ -194,6 +194,8 @@ export function spawnShardcron(group: ProcessGroup, o: ShardcronNodeOptions, rea
     SHARDCRON_SHUTDOWN_GRACE_MS: '1000',
     BENCH_JOBS: JSON.stringify(o.jobs ?? []),
     BENCH_EVENTS: (o.events ?? []).join(','),
+    // As the Docker image runs shardcron (see the Dockerfile); BENCH_MALLOC_ARENA_MAX=glibc leaves glibc's default.
+    ...(process.env.BENCH_MALLOC_ARENA_MAX !== 'glibc' && { MALLOC_ARENA_MAX: process.env.BENCH_MALLOC_ARENA_MAX ?? '2' }),
   }, readyTimeoutMs);
 }
 

@@ -12,7 +12,7 @@ import { ChildrenCache, type ZkClient } from '../shared/zk';
 import { FailoverCoordinator, findOrphanedQueues, type MissedItem, type MoveReason } from './failover';
 import { FireDispatcher, type FirePlan, type JobState, type SkipReason } from './fire-dispatcher';
 import { FireTimer, systemClock, type Clock, type DueJob, type FireSchedule } from './fire-timer';
-import { JobView, type LiveInstance } from './job-view';
+import { JobView, type JobViewEvents, type LiveInstance } from './job-view';
 import { LeaderElection } from './leader-election';
 import { QueuePool, REQUEST_RETENTION_MS } from './queue-pool';
 
@@ -85,6 +85,13 @@ export interface LeaderServiceEvents {
   'item:missed': MissedItem;
 }
 
+/** A tick queued on the chain and not started yet: the jobs due, each with its fire times. */
+interface WaitingTick {
+  due: Map<string, DueJob>;
+  late: boolean;
+  earliest: number;
+}
+
 /**
  * The scheduler role: takes part in the election and, while it leads, fires every job of the
  * namespace. Everything it knows comes from watch-backed caches, so the fire path is one fenced
@@ -117,9 +124,12 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   private readonly prepareDurations: number[] = [];
   private readonly schedules = new ScheduleCache();
   /** The tick queued on the chain and not started yet, which new wake-ups join. */
-  private waitingTick: { due: Map<string, DueJob>; late: boolean; earliest: number } | undefined;
+  private waitingTick: WaitingTick | undefined;
   private generation = 0;
   private closing: Promise<void> | undefined;
+  /** Every job view's instance handlers (one pair for all views). */
+  private readonly onInstanceLost = ({ instanceId, info }: LiveInstance): void => this.scheduleMove(instanceId, info.queue, 'lost');
+  private readonly onInstanceDraining = ({ instanceId, info }: LiveInstance): void => this.scheduleMove(instanceId, info.queue, 'draining');
 
   constructor(private readonly options: LeaderServiceOptions) {
     const log = (options.logger ?? silentLogger).child({ component: 'leader', instanceId: options.instanceId });
@@ -235,14 +245,13 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     const view = new JobView(this.options.zk, name, this.log);
     const state: JobState = { view, assignment: undefined, needsReshard: true, ledgerReady: false };
     this.jobs.set(name, state);
-    view.on('config:changed', ({ config, previous }) => this.onConfig(name, config, previous));
-    view.on('config:invalid', ({ error }) => this.emit('job:invalid', { job: name, error }));
-    view.on('instance:removed', ({ instanceId, info }) => this.scheduleMove(instanceId, info.queue, 'lost'));
-    view.on('instance:draining', ({ instanceId, info }) => this.scheduleMove(instanceId, info.queue, 'draining'));
-    view.on('reshard:needed', ({ reason }) => {
-      state.needsReshard = true;
-      this.log.debug({ job: name, reason }, 'resharding at the next fire');
-    });
+    // Bound methods and handlers shared by every view, not closures: this runs for each of
+    // thousands of jobs, and a closure (with its context) costs several times a bound function.
+    view.on('config:changed', this.onViewConfig.bind(this, state));
+    view.on('config:invalid', this.onViewInvalid.bind(this, state));
+    view.on('instance:removed', this.onInstanceLost);
+    view.on('instance:draining', this.onInstanceDraining);
+    view.on('reshard:needed', this.onViewReshard.bind(this, state));
     await view.start();
     if (generation !== this.generation) return view.close();
     const ledger = await this.readLedger(name, state);
@@ -258,6 +267,19 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.loading.delete(name);
     this.timer?.unschedule(name);
     await state?.view.close();
+  }
+
+  private onViewConfig(state: JobState, { config, previous }: JobViewEvents['config:changed']): void {
+    this.onConfig(state.view.job, config, previous);
+  }
+
+  private onViewInvalid(state: JobState, { error }: JobViewEvents['config:invalid']): void {
+    this.emit('job:invalid', { job: state.view.job, error });
+  }
+
+  private onViewReshard(state: JobState, { reason }: JobViewEvents['reshard:needed']): void {
+    state.needsReshard = true;
+    this.log.debug({ job: state.view.job, reason }, 'resharding at the next fire');
   }
 
   private onConfig(job: string, config: JobConfig, previous: JobConfig | undefined): void {
@@ -301,7 +323,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       }
       return this.tickChain;
     }
-    const tick = { due: new Map(due.map((d) => [d.job, d])), late, earliest: due.reduce((min, d) => Math.min(min, d.fireTimes[0]), Number.POSITIVE_INFINITY) };
+    const tick: WaitingTick = { due: new Map(due.map((d) => [d.job, d])), late, earliest: due.reduce((min, d) => Math.min(min, d.fireTimes[0]), Number.POSITIVE_INFINITY) };
     this.waitingTick = tick;
     return this.onChain(() => {
       if (this.waitingTick === tick) this.waitingTick = undefined;
@@ -325,10 +347,11 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       for (const d of due) this.emit('fire:skipped', { job: d.job, fireTime: d.fireTimes[d.fireTimes.length - 1], reason: 'not-leader' });
       return;
     }
-    const planned: Array<FirePlan | undefined> = new Array(due.length);
+    const current = this.splitAhead(due, started);
+    const planned: Array<FirePlan | undefined> = new Array(current.length);
     // Planning reads nothing unless a job reshards (then its `running` nodes): several at a time.
-    await forEachLimited(due.keys(), PLANS_AT_ONCE, async (i) => {
-      const d = due[i];
+    await forEachLimited(current.keys(), PLANS_AT_ONCE, async (i) => {
+      const d = current[i];
       // Several due fire times run once ("fire once now"), under the earliest: a fire that a dead
       // leader never dispatched still runs exactly once as itself; the later ones are coalesced.
       const fireTime = d.fireTimes[0];
@@ -336,6 +359,32 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       planned[i] = await this.planFire(d.job, fireTime, late ? 'MISFIRE' : 'NORMAL', epoch);
     });
     await this.dispatch(planned.filter((p): p is FirePlan => p !== undefined), started);
+  }
+
+  /**
+   * The fires of `due` this tick runs. Wake-ups that came while the tick waited joined it, and the
+   * timer hands fires over a lead before their time: a fire still ahead when the tick starts is not
+   * late, and folded into the job's MISFIRE run it would run early and have no run of its own (the
+   * ZooKeeper-restart chaos test saw a fire with no start at all). Such fires go to a tick of their
+   * own, queued behind this one, so each job's ledgers stay in fire order.
+   */
+  private splitAhead(due: readonly DueJob[], started: number): DueJob[] {
+    const current: DueJob[] = [];
+    const later: DueJob[] = [];
+    for (const d of due) {
+      const last = d.fireTimes[d.fireTimes.length - 1];
+      if (d.fireTimes.length === 1 || last <= started) {
+        current.push(d);
+        continue;
+      }
+      const past = d.fireTimes.filter((t) => t <= started);
+      const ahead = d.fireTimes.filter((t) => t > started);
+      const [first, rest] = past.length > 0 ? [past, ahead] : [ahead.slice(0, 1), ahead.slice(1)];
+      current.push({ ...d, fireTimes: first });
+      if (rest.length > 0) later.push({ job: d.job, fireTimes: rest, truncated: false });
+    }
+    if (later.length > 0) void this.onDue(later);
+    return current;
   }
 
   /** How long before its nominal time a prepared fire is enqueued. */

@@ -358,24 +358,32 @@ describe('dispatch ahead of the fire', () => {
     }
   });
 
-  it('a leader that fell behind catches up in one tick instead of working through a backlog', async () => {
-    const job = defineJob({ name: 'behind', cron: everySecond, execute: () => undefined });
+  /**
+   * A worker and a leader running `name` every second; the leader's first ledger write after the
+   * first fire waits for `stall` first, holding up the tick chain as a slow ZooKeeper would.
+   */
+  async function leaderWithStalledCommit(name: string, stall: () => Promise<unknown>): Promise<Array<{ fireTime: number; source: string }>> {
+    const job = defineJob({ name, cron: everySecond, execute: () => undefined });
     await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w1' });
     const node = await cluster.start({ roles: ['scheduler'], instanceId: 'leader' });
-    await firesAfter('behind', 1, 0, 1);
+    await firesAfter(name, 1, 0, 1);
     const dispatched: Array<{ fireTime: number; source: string }> = [];
     node.leader!.on('fire:dispatched', ({ fireTime, source }) => dispatched.push({ fireTime, source }));
-    // One ledger write that hangs for 3.5 s holds up the tick chain, as a slow ZooKeeper would.
     const dispatcher = (node.leader as unknown as { dispatcher: { commit: (...args: unknown[]) => Promise<void> } }).dispatcher;
     const commit = dispatcher.commit.bind(dispatcher);
     let stalled = false;
     jest.spyOn(dispatcher, 'commit').mockImplementation(async (...args: unknown[]) => {
       if (!stalled) {
         stalled = true;
-        await sleep(3_500);
+        await stall();
       }
       return commit(...args);
     });
+    return dispatched;
+  }
+
+  it('a leader that fell behind catches up in one tick instead of working through a backlog', async () => {
+    const dispatched = await leaderWithStalledCommit('behind', () => sleep(3_500));
     await waitFor(() => dispatched.filter((d) => d.source === 'NORMAL').length >= 2, { timeoutMs: 15_000, message: 'normal fires again' });
     const [stalledFire, ...after] = dispatched;
     expect(stalledFire.source).toBe('NORMAL');
@@ -384,6 +392,20 @@ describe('dispatch ahead of the fire', () => {
     expect(after[0].source).toBe('MISFIRE');
     expect(after.slice(1).every((d) => d.source === 'NORMAL')).toBe(true);
     expect(after[1].fireTime - after[0].fireTime).toBeGreaterThanOrEqual(2_000);
+  });
+
+  it('a fire handed over ahead while the leader was behind keeps a run of its own', async () => {
+    // The stall ends 30 ms before a fire T about 3 s away: the timer hands T over (a lead, at least
+    // 100 ms, before it) while the chain is held, so T joins the waiting tick.
+    let target: number | undefined;
+    const dispatched = await leaderWithStalledCommit('ahead', () => {
+      target = Math.ceil((Date.now() + 3_000) / 1_000) * 1_000;
+      return sleep(target - 30 - Date.now());
+    });
+    await waitFor(() => target !== undefined && dispatched.some((d) => d.fireTime > target!), { timeoutMs: 15_000, message: 'fires after the stall' });
+    // The fires that were late when the tick started ran once, as one MISFIRE; T, still ahead, ran as itself.
+    expect(dispatched.filter((d) => d.source === 'MISFIRE' && d.fireTime < target!)).toHaveLength(1);
+    expect(dispatched.find((d) => d.fireTime === target)).toEqual({ fireTime: target, source: 'NORMAL' });
   });
 });
 

@@ -1,6 +1,6 @@
 import { tcpExchange } from '../../src/dev/child-service';
 import type { ZooKeeperEnsemble, ZooKeeperServer } from '../../src/dev/zookeeper-server';
-import { ChildrenCache } from '../../src/shared/zk';
+import { ChildrenCache, type ZkWatchEvent } from '../../src/shared/zk';
 import { closeServices, eventually, startZooKeeper, startZooKeeperEnsemble, waitFor } from '../helpers/services';
 import { closeZkClients, connectZk, recordZkEvents, uniqueNamespace } from '../helpers/zk';
 
@@ -31,6 +31,29 @@ describe('ZooKeeper outages', () => {
     expect(events).toEqual(['suspended', 'reconnected']);
     expect(zk.sessionId).toBe(sessionId);
     expect((await zk.exists('/mine'))?.ephemeralOwner).toBe(sessionId);
+  });
+
+  it('re-arms data, child and existence watches after a reconnect (SetWatches from the watch registry)', async () => {
+    const namespace = uniqueNamespace();
+    const zk = await connectZk(server.connectionString, { namespace, sessionTimeoutMs: 8_000 });
+    await zk.create('/w', 'a');
+    await zk.create('/dir');
+    const fired: string[] = [];
+    const watcher = (name: string) => ({ type, path }: ZkWatchEvent) => fired.push(`${name} ${type} ${path}`);
+    await zk.get('/w', watcher('data'));
+    await zk.children('/dir', watcher('child'));
+    expect(await zk.exists('/later', watcher('exists'))).toBeNull();
+
+    await server.stop();
+    await waitFor(() => zk.state === 'suspended', { message: 'client suspended after the server stopped' });
+    await server.restart();
+    await waitFor(() => zk.state === 'connected', { timeoutMs: 15_000, message: 'client reconnected' });
+
+    const other = await connectZk(server.connectionString, { namespace });
+    await other.set('/w', 'b');
+    await other.create('/dir/x');
+    await other.create('/later');
+    await eventually(() => expect([...fired].sort()).toEqual(['child childrenChanged /dir', 'data dataChanged /w', 'exists created /later']), { timeoutMs: 10_000 });
   });
 
   it('an outage longer than the session: suspended -> lost -> renewed, and the children cache resyncs', async () => {

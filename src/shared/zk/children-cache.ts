@@ -3,7 +3,7 @@ import type { Logger } from '../logger';
 import type { ZkClient } from './zk-client';
 import { WatchedCache, type CacheListeners } from './watched-cache';
 import { ZkError } from './zk-errors';
-import type { ZkStat, ZkWatcher } from './zk-types';
+import type { ZkStat, ZkWatchEvent, ZkWatcher } from './zk-types';
 
 export interface ChildrenCacheOptions<T> {
   /** Parent path, namespace-relative. It may not exist yet: the cache waits for it. */
@@ -99,12 +99,15 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
     return `${this.path === '/' ? '' : this.path}/${name}`;
   }
 
+  /** One watcher for every child's data, made at the first child read: a bound method, not a closure (10,000 jobs have 20,000 of these). */
   private childDataWatcher(): ZkWatcher {
-    return (this.dataWatcher ??= (event) => {
-      if (this.closed || event.type !== 'dataChanged') return;
-      (this.staleData ??= new Set()).add(event.path.slice(this.childPath('').length));
-      void this.reload();
-    });
+    return (this.dataWatcher ??= this.onChildData.bind(this));
+  }
+
+  private onChildData(event: ZkWatchEvent): void {
+    if (this.closed || event.type !== 'dataChanged') return;
+    (this.staleData ??= new Set()).add(event.path.slice(this.childPath('').length));
+    void this.reload();
   }
 
   protected async load(): Promise<void> {
