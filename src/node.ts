@@ -3,7 +3,7 @@ import { createRedisConnection } from './shared/redis-connection';
 import { LeaderService } from './leader/leader-service';
 import { loadEnvConfig, type Role, type ShardcronEnvConfig } from './shared/env-config';
 import type { ResolvedJobDefinition } from './shared/job-definition';
-import { applyHeapGrowth } from './shared/heap-growth';
+import { applyHeapGrowth, defaultHeapGrowth } from './shared/heap-growth';
 import { createLogger, type Logger } from './shared/logger';
 import { ZkClient } from './shared/zk';
 import { detectIp } from './worker/instance-registration';
@@ -27,7 +27,7 @@ export interface StartNodeOptions {
   concurrency?: number;
   /** On close, how long running executions may take before they are aborted. */
   shutdownGraceMs?: number;
-  /** V8's heap growing percent for this process (SHARDCRON_HEAP_GROWTH_PERCENT); 0 keeps V8's policy. */
+  /** V8's heap growing percent for this process (SHARDCRON_HEAP_GROWTH_PERCENT); 0 keeps V8's policy; unset: by roles. */
   heapGrowthPercent?: number;
   logger?: Logger;
 }
@@ -57,7 +57,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
   const instanceId = options.instanceId ?? env.instanceId ?? `${ip}@-@${process.pid}`;
   const namespace = options.namespace ?? env.namespace;
   const log = logger.child({ ns: namespace, instanceId });
-  const heap = applyHeapGrowth(options.heapGrowthPercent ?? env.heapGrowthPercent);
+  const heap = applyHeapGrowth(options.heapGrowthPercent ?? env.heapGrowthPercent ?? defaultHeapGrowth(roles));
   if (heap.kind === 'node-flag') log.debug({ flag: heap.flag }, 'heap growth left to the node flag');
   const cleanups: Array<() => Promise<unknown>> = [];
   let closing: Promise<void> | undefined;

@@ -122,18 +122,22 @@ async function rawCase(ctx: BenchContext, services: Services, perSecond: number,
 export async function runLatency(ctx: BenchContext, cases = latencyCases()): Promise<LatencyCaseResult[]> {
   const seconds = ctx.mode === 'quick' ? 10 : 60;
   const out: LatencyCaseResult[] = [];
-  for (const c of cases) {
+  // BENCH_LATENCY_CASES=burst runs only the cases whose name contains one of the comma-separated
+  // words; BENCH_LATENCY_PEERS=0 leaves out the BullMQ peers (to compare shardcron builds quickly).
+  const only = process.env.BENCH_LATENCY_CASES?.split(',').filter(Boolean);
+  const peers = process.env.BENCH_LATENCY_PEERS !== '0';
+  for (const c of cases.filter((k) => !only || only.some((word) => k.name.includes(word)))) {
     const services = await startServices(2_000);
     try {
       ctx.log(`latency: ${c.name}, shardcron, ${seconds} s`);
       const shardcron = await shardcronCase(ctx, services, c, seconds);
       let bullmq: LatencyCaseResult['bullmq'];
-      if (c.peer) {
+      if (c.peer && peers) {
         ctx.log(`latency: ${c.name}, BullMQ Job Schedulers (${c.jobs * c.items}), ${seconds} s`);
         bullmq = await bullmqCase(ctx, services, c.jobs * c.items, seconds);
       }
       let raw: LatencyCaseResult['raw'];
-      if (c.rawPeer) {
+      if (c.rawPeer && peers) {
         ctx.log(`latency: ${c.name}, raw BullMQ (addBulk of ${c.jobs * c.items} each second), ${seconds} s`);
         raw = await rawCase(ctx, services, c.jobs * c.items, seconds);
       }

@@ -77,8 +77,8 @@ export interface ShardcronEnvConfig {
   readonly ops: { readonly host: string; readonly port: number; readonly token?: string };
   readonly logLevel: LogLevel;
   readonly shutdownGraceMs: number;
-  /** V8's heap growing percent set at node start (0: V8's own policy); see heap-growth.ts. */
-  readonly heapGrowthPercent: number;
+  /** V8's heap growing percent set at node start (0: V8's own policy; unset: by roles, see heap-growth.ts). */
+  readonly heapGrowthPercent?: number;
   /** Overrides for the local ZooKeeper and Redis that `shardcron dev` and the tests start. */
   readonly localServices: { readonly java?: string; readonly zkClasspath?: string; readonly redisServer?: string };
 }
@@ -137,8 +137,8 @@ export const ENV_VARIABLES = Object.freeze([
     'Log level: `fatal`, `error`, `warn`, `info`, `debug`, `trace` or `silent`.'),
   variable('SHARDCRON_SHUTDOWN_GRACE_MS', '30000',
     'On SIGTERM, how long running executions may take to finish before they are aborted, 0-3600000 ms.'),
-  variable('SHARDCRON_HEAP_GROWTH_PERCENT', '50',
-    'How far V8 may grow the heap past its live size before a full GC, 0-400 percent; 0 keeps V8\'s own policy (up to 300%). Bounds the RSS of a leader with thousands of jobs at a little GC time; a node started with `--heap-growing-percent` keeps that flag.'),
+  variable('SHARDCRON_HEAP_GROWTH_PERCENT', undefined,
+    'How far V8 may grow the heap past its live size before a full GC, 0-400 percent; 0 keeps V8\'s own policy (up to 300%). Unset: 50 on a node with the scheduler role and no worker role (bounds a leader\'s RSS at thousands of jobs), V8\'s own policy on a node with the worker role (a small heap, where full GCs would only cost latency). A node started with `--heap-growing-percent` keeps that flag.'),
   variable('SHARDCRON_JAVA', undefined,
     'Local services only (`shardcron dev`, tests): the java executable that runs ZooKeeper. Unset: `$JAVA_HOME/bin/java`, else `java` on PATH.'),
   variable('SHARDCRON_ZK_CLASSPATH', undefined,
@@ -196,7 +196,7 @@ const shape = {
   SHARDCRON_LOG_LEVEL: withDefault('SHARDCRON_LOG_LEVEL', oneOf(LOG_LEVELS, 'log level')),
   SHARDCRON_SHUTDOWN_GRACE_MS: withDefault('SHARDCRON_SHUTDOWN_GRACE_MS', integer(0, 3_600_000, ' (milliseconds)')),
   // Read by src/dev (local services), not by the node; listed so they are documented and not "unknown".
-  SHARDCRON_HEAP_GROWTH_PERCENT: withDefault('SHARDCRON_HEAP_GROWTH_PERCENT', integer(0, 400, ' (percent)')),
+  SHARDCRON_HEAP_GROWTH_PERCENT: optional(integer(0, 400, ' (percent)')),
   SHARDCRON_JAVA: optional(parseFilePath),
   SHARDCRON_ZK_CLASSPATH: optional(parseFilePath),
   SHARDCRON_REDIS_SERVER: optional(parseFilePath),
@@ -278,7 +278,7 @@ export const envSchema = z.preprocess(
     ops: { host: env.SHARDCRON_OPS_HOST, port: env.SHARDCRON_OPS_PORT, ...(token !== undefined && { token }) },
     logLevel: env.SHARDCRON_LOG_LEVEL,
     shutdownGraceMs: env.SHARDCRON_SHUTDOWN_GRACE_MS,
-    heapGrowthPercent: env.SHARDCRON_HEAP_GROWTH_PERCENT,
+    ...(env.SHARDCRON_HEAP_GROWTH_PERCENT !== undefined && { heapGrowthPercent: env.SHARDCRON_HEAP_GROWTH_PERCENT }),
     localServices: {
       ...(env.SHARDCRON_JAVA !== undefined && { java: env.SHARDCRON_JAVA }),
       ...(env.SHARDCRON_ZK_CLASSPATH !== undefined && { zkClasspath: env.SHARDCRON_ZK_CLASSPATH }),

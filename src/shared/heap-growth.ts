@@ -1,7 +1,21 @@
 import v8 from 'node:v8';
+import { ConfigError, ErrorCodes } from './errors';
 
 /** V8's own flag; also accepted with underscores. */
 const FLAG = /^--heap[-_]growing[-_]percent(=|$)/;
+
+/** The percent a leader-only node gets when none is configured. */
+export const LEADER_HEAP_GROWTH_PERCENT = 50;
+
+/**
+ * The heap growing percent for a node's roles when none is configured: {@link LEADER_HEAP_GROWTH_PERCENT}
+ * for a scheduler without the worker role, 0 (V8's own policy) otherwise: a worker's heap is small,
+ * so a bound saves little, and its extra full GCs would land on the hot path of the process whose
+ * latency matters (docs/design-notes.md, "Leader memory").
+ */
+export function defaultHeapGrowth(roles: readonly string[]): number {
+  return roles.includes('scheduler') && !roles.includes('worker') ? LEADER_HEAP_GROWTH_PERCENT : 0;
+}
 
 /** What {@link applyHeapGrowth} did. */
 export type HeapGrowth = { kind: 'set'; percent: number } | { kind: 'v8-default' } | { kind: 'node-flag'; flag: string };
@@ -12,9 +26,13 @@ export type HeapGrowth = { kind: 'set'; percent: number } | { kind: 'v8-default'
  * fast. A leader promotes each fire's plans, ledgers and enqueue state out of the young generation
  * (they live from planning to enqueue, up to a second), so with V8's default its RSS settled at
  * about 5 times its live heap (840 MB for 148 MB live at 10,000 jobs in bench/RESULTS.md). A node
- * started with `--heap-growing-percent` keeps that flag; 0 leaves V8's own policy.
+ * started with `--heap-growing-percent` keeps that flag; 0 leaves V8's own policy. See
+ * {@link defaultHeapGrowth} for the default.
  */
 export function applyHeapGrowth(percent: number, execArgv: readonly string[] = process.execArgv): HeapGrowth {
+  if (!Number.isInteger(percent) || percent < 0 || percent > 400) {
+    throw new ConfigError(ErrorCodes.INVALID_CONFIG, 'Invalid node options', [{ field: 'heapGrowthPercent', message: `${String(percent)} is not an integer from 0 to 400 (percent)` }]);
+  }
   const flag = execArgv.find((arg) => FLAG.test(arg));
   if (flag !== undefined) return { kind: 'node-flag', flag };
   if (percent === 0) return { kind: 'v8-default' };

@@ -228,7 +228,7 @@ const cases: VariableCase[] = [
   {
     name: 'SHARDCRON_HEAP_GROWTH_PERCENT',
     read: (c) => c.heapGrowthPercent,
-    defaultValue: 50,
+    defaultValue: undefined,
     valid: [['0', 0], ['25', 25], ['400', 400]],
     invalid: [['401', 'out of range'], ['50%', 'not a decimal integer'], ['-1', 'is negative']],
   },
@@ -306,7 +306,6 @@ describe('loadEnvConfig', () => {
       ops: { host: '127.0.0.1', port: 8080 },
       logLevel: 'info',
       shutdownGraceMs: 30000,
-      heapGrowthPercent: 50,
       localServices: {},
     });
   });

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
-import { applyHeapGrowth } from '../../src/shared/heap-growth';
+import { applyHeapGrowth, defaultHeapGrowth } from '../../src/shared/heap-growth';
 
 const CHURN = path.join(__dirname, '..', 'fixtures', 'heap-churn.ts');
 
@@ -14,6 +14,19 @@ describe('applyHeapGrowth', () => {
     expect(applyHeapGrowth(50, ['--inspect', '--heap-growing-percent=20'])).toEqual({ kind: 'node-flag', flag: '--heap-growing-percent=20' });
     expect(applyHeapGrowth(50, ['--heap_growing_percent=10'])).toEqual({ kind: 'node-flag', flag: '--heap_growing_percent=10' });
     expect(applyHeapGrowth(50, ['--heap-growing-percentage=1'])).toEqual({ kind: 'set', percent: 50 });
+  });
+
+  it('refuses a percent that is not an integer from 0 to 400, naming the option', () => {
+    for (const bad of [-1, 401, 12.5, Number.NaN]) {
+      expect(() => applyHeapGrowth(bad, [])).toThrow(expect.objectContaining({ code: 'SHARDCRON_INVALID_CONFIG', message: expect.stringContaining('heapGrowthPercent') }));
+    }
+  });
+
+  it('defaults to 50% on a scheduler without the worker role, V8 own policy on any node with workers', () => {
+    expect(defaultHeapGrowth(['scheduler'])).toBe(50);
+    expect(defaultHeapGrowth(['scheduler', 'console'])).toBe(50);
+    expect(defaultHeapGrowth(['scheduler', 'worker', 'console'])).toBe(0);
+    expect(defaultHeapGrowth(['worker'])).toBe(0);
   });
 
   it('keeps V8 own policy at 0', () => {
