@@ -372,16 +372,15 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     const current: DueJob[] = [];
     const later: DueJob[] = [];
     for (const d of due) {
-      const last = d.fireTimes[d.fireTimes.length - 1];
-      if (d.fireTimes.length === 1 || last <= started) {
+      // Oldest first: this tick runs the fires up to the first one still ahead, and at least one.
+      const ahead = d.fireTimes.findIndex((t) => t > started);
+      const cut = ahead < 0 ? d.fireTimes.length : Math.max(1, ahead);
+      if (cut === d.fireTimes.length) {
         current.push(d);
         continue;
       }
-      const past = d.fireTimes.filter((t) => t <= started);
-      const ahead = d.fireTimes.filter((t) => t > started);
-      const [first, rest] = past.length > 0 ? [past, ahead] : [ahead.slice(0, 1), ahead.slice(1)];
-      current.push({ ...d, fireTimes: first });
-      if (rest.length > 0) later.push({ job: d.job, fireTimes: rest, truncated: false });
+      current.push({ ...d, fireTimes: d.fireTimes.slice(0, cut) });
+      later.push({ job: d.job, fireTimes: d.fireTimes.slice(cut), truncated: false });
     }
     if (later.length > 0) void this.onDue(later);
     return current;
