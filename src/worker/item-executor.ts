@@ -21,6 +21,12 @@ interface Hold {
   done?: readonly number[];
 }
 
+/** An item lock taken ahead of its request's fire time (`ItemExecutor.lockAhead`). */
+export interface EarlyLock {
+  readonly request: ExecutionRequest;
+  readonly hold: Hold;
+}
+
 /**
  * What a release did: whether the multi with the completion (or the consumed mark) committed, and
  * the misfire mark read right after it: null when there was none, undefined when not read.
@@ -119,9 +125,23 @@ export class ItemExecutor {
    * a request is work that was assigned and not done, so it waits for the lock and runs under its
    * own fire time instead of being folded into a misfire that a newer fire could coalesce.
    */
-  async run(definition: ResolvedJobDefinition, request: ExecutionRequest, options: { mustRun?: boolean } = {}): Promise<ExecutionStatus | 'deferred'> {
+  async run(
+    definition: ResolvedJobDefinition,
+    request: ExecutionRequest,
+    options: { mustRun?: boolean; lockedAhead?: EarlyLock } = {},
+  ): Promise<ExecutionStatus | 'deferred'> {
     const config = this.ctx.config(request.job);
-    if (config.disabled) return this.skipped(request, 'job disabled');
+    const early = options.lockedAhead;
+    if (config.disabled) {
+      if (early) await this.unlockAhead(early);
+      return this.skipped(request, 'job disabled');
+    }
+    // A lock taken ahead belongs to the session it was taken on: if that session is gone, or out of
+    // contact for too long, while the request was held, the item may be someone else's by now.
+    if (early && !this.ctx.owns(early.hold.session!.sessionId)) {
+      await this.unlockAhead(early);
+      return 'aborted';
+    }
     const key = `${request.job}|${request.item}`;
     const mustRun = request.source === 'FAILOVER' || options.mustRun === true;
     let current: ExecutionRequest = request;
@@ -129,7 +149,7 @@ export class ItemExecutor {
     let mark: MisfireMark | undefined;
     let status: ExecutionStatus = 'skipped';
     for (let round = 0; ; round += 1) {
-      const hold = await this.acquire(config, current, key, !mustRun);
+      const hold = round === 0 && early ? early.hold : await this.acquire(config, current, key, !mustRun);
       if (!hold) {
         if (round > 0) return status; // the mark stays for whoever holds the item now
         return mustRun ? 'deferred' : this.skipped(current, 'item running elsewhere; misfire recorded');
@@ -260,6 +280,32 @@ export class ItemExecutor {
     return undefined;
   }
 
+  /**
+   * Takes the item's lock now for a request held until its fire time (monitorExecution only), so
+   * that at the fire time no round trip stands before the handler. Only a free item is taken: one
+   * found running is left alone, with no misfire mark, since its run may well end before the fire
+   * time; the request then locks at the fire time as usual. Undefined when not taken.
+   */
+  async lockAhead(request: ExecutionRequest): Promise<EarlyLock | undefined> {
+    const config = this.ctx.config(request.job);
+    if (config.disabled || !config.monitorExecution) return undefined;
+    try {
+      const hold = await this.acquire(config, request, `${request.job}|${request.item}`, false);
+      return hold && { request, hold };
+    } catch (err) {
+      this.ctx.log.debug({ err, job: request.job, item: request.item }, 'could not lock ahead; locking at the fire time');
+      return undefined;
+    }
+  }
+
+  /** Gives back a lock taken ahead whose request does not run (stopped while it was held). */
+  async unlockAhead(lock: EarlyLock): Promise<void> {
+    const { request, hold } = lock;
+    await this.releaseMonitored(request, `${request.job}|${request.item}`, hold, undefined, undefined).catch((err) => {
+      this.ctx.log.warn({ err, job: request.job, item: request.item }, 'could not give back an item locked ahead');
+    });
+  }
+
   /** Ends a claim; `released`: it held the item and its release is over. */
   private unclaim(key: string, released: boolean): void {
     const left = (this.claims.get(key) ?? 1) - 1;
@@ -315,7 +361,8 @@ export class ItemExecutor {
    * consumed. The misfire mark is read in the same round trip, right behind the release.
    */
   private async release(config: JobConfig, request: ExecutionRequest, key: string, hold: Hold, completed: boolean, mark?: MisfireMark): Promise<Released> {
-    if (!config.monitorExecution) {
+    // How the item was locked, not the config now: monitorExecution may have changed since.
+    if (!hold.session) {
       this.localRunning.delete(key);
       return { recorded: true, mark: undefined };
     }

@@ -10,8 +10,9 @@ import { silentLogger, type Logger } from '../shared/logger';
 import { QUEUE_PREFIX } from '../shared/queue-names';
 import { registryPaths } from '../shared/registry-paths';
 import { TypedEmitter } from '../shared/typed-emitter';
-import { NodeCache, sleep, type ZkClient } from '../shared/zk';
+import { NodeCache, type ZkClient } from '../shared/zk';
 import { InstanceRegistration, type Incarnation } from './instance-registration';
+import { FireAlarm } from './fire-alarm';
 import { ItemExecutor, type ExecutionRecord } from './item-executor';
 
 /** How soon a failed-over request that found its item running tries again. */
@@ -74,6 +75,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private readonly log: Logger;
   private readonly registration: InstanceRegistration;
   private readonly executor: ItemExecutor;
+  /** Requests taken before their fire time wait for it here, each fire's on one timer. */
+  private readonly alarm = new FireAlarm();
   private readonly definitions: ReadonlyMap<string, ResolvedJobDefinition>;
   private readonly configCaches = new Map<string, NodeCache<JobConfig>>();
   private readonly unsubscribe: Array<() => void> = [];
@@ -234,16 +237,22 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       throw new ShardcronError(ErrorCodes.INVALID_CONFIG, `this instance has no handler for job ${request.job}`, { job: request.job });
     }
     // Requests arrive up to the leader's dispatch lead before their nominal time: hold them until
-    // it, so that at the fire time only a timer and the item lock stand before the handler.
-    if (!(await this.holdUntil(request.fireTime))) {
+    // it, and take the item lock meanwhile, so that at the fire time only the timer they share
+    // stands before the handler.
+    const ahead = request.fireTime > Date.now() ? this.executor.lockAhead(request) : undefined;
+    const signal = this.abortAll.signal;
+    const due = await this.alarm.wait(Math.min(request.fireTime, Date.now() + MAX_EARLY_HOLD_MS), signal);
+    const lockedAhead = await ahead;
+    if (!due || signal.aborted) {
       // Stopped meanwhile (session lost, forced shutdown): not run, so put back, as an abort is.
+      if (lockedAhead) await this.executor.unlockAhead(lockedAhead);
       await job.moveToWait(token);
       throw new WaitingError();
     }
     let status: Awaited<ReturnType<ItemExecutor['run']>>;
     try {
       // A request we take for the second time was put back after an abort: it must run.
-      status = await this.executor.run(definition, request, { mustRun: (job.attemptsStarted ?? 0) > 1 });
+      status = await this.executor.run(definition, request, { mustRun: (job.attemptsStarted ?? 0) > 1, lockedAhead });
     } catch (err) {
       if (!isTransientZkError(err)) throw err;
       // ZooKeeper is unreachable for now: keep the request rather than fail it. If our session
@@ -266,17 +275,6 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     // Marks the BullMQ job failed, so the queue's own tools show it; the job's errorHandler already ran.
     if (status === 'failed') throw new ShardcronError(ErrorCodes.EXECUTION_FAILED, `job ${request.job} item ${request.item} failed`, { job: request.job });
     return status;
-  }
-
-  /** Waits until `fireTime` by this host's clock; false when every execution was stopped meanwhile. */
-  private async holdUntil(fireTime: number): Promise<boolean> {
-    const signal = this.abortAll.signal;
-    const deadline = Date.now() + MAX_EARLY_HOLD_MS;
-    // Timers run on a monotonic clock and may wake a millisecond before the wall clock gets there.
-    for (let now = Date.now(); now < fireTime && now < deadline; now = Date.now()) {
-      if (!(await sleep(Math.min(fireTime, deadline) - now, signal).then(() => true, () => false))) return false;
-    }
-    return !signal.aborted;
   }
 
   /**

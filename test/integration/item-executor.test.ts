@@ -18,7 +18,7 @@ import type { ExecutionSource } from '../../src/shared/execution-request';
 import { defineJob, type ExecutionStatus, type ShardingContext } from '../../src/shared/job-definition';
 import { registryPaths as paths } from '../../src/shared/registry-paths';
 import type { ZkClient } from '../../src/shared/zk';
-import { ItemExecutor, type ExecutionRecord } from '../../src/worker/item-executor';
+import { ItemExecutor, type EarlyLock, type ExecutionRecord } from '../../src/worker/item-executor';
 import { closeServices, startZooKeeper, waitFor } from '../helpers/services';
 import { closeZkClients, connectZk, recordZkEvents, uniqueNamespace } from '../helpers/zk';
 import { OP, startLink, type Link } from '../helpers/zk-relay';
@@ -50,7 +50,10 @@ interface Instance {
   abort: AbortController;
   /** The executor's `forgetJob` for this job. */
   forgetJob(): void;
-  run(fireTime: number, source?: ExecutionSource, options?: { mustRun?: boolean; item?: number }): Promise<ExecutionStatus | 'deferred'>;
+  run(fireTime: number, source?: ExecutionSource, options?: { mustRun?: boolean; item?: number; lockedAhead?: EarlyLock }): Promise<ExecutionStatus | 'deferred'>;
+  /** The worker's lock taken while a request for `fireTime` waits for it, and its undoing. */
+  lockAhead(fireTime: number, item?: number): Promise<EarlyLock | undefined>;
+  unlockAhead(lock: EarlyLock): Promise<void>;
   /** `[fireTime, source]` of every execution started, in order (item 0 unless `item`). */
   starts(item?: number): Array<[number, ExecutionSource]>;
   /** `[fireTime, source, status]` of every finish record, in order (item 0 unless `item`). */
@@ -120,7 +123,10 @@ async function instance(
     logs,
     abort,
     forgetJob: () => executor.forgetJob(JOB),
-    run: (fireTime, source = 'NORMAL', { mustRun = false, item = 0 } = {}) => executor.run(definition, { job: JOB, item, fireTime, source, epoch: 1 }, { mustRun }),
+    run: (fireTime, source = 'NORMAL', { mustRun = false, item = 0, lockedAhead } = {}) =>
+      executor.run(definition, { job: JOB, item, fireTime, source, epoch: 1 }, { mustRun, lockedAhead }),
+    lockAhead: (fireTime, item = 0) => executor.lockAhead({ job: JOB, item, fireTime, source: 'NORMAL', epoch: 1 }),
+    unlockAhead: (lock) => executor.unlockAhead(lock),
     starts: (item = 0) => records.filter((r) => r.event === 'start' && r.item === item).map((r) => [r.fireTime, r.source]),
     finishes: (item = 0) => records.filter((r) => r.event === 'finish' && r.item === item).map((r) => [r.fireTime, r.source, r.status]),
   };
@@ -661,6 +667,74 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
       await expectSettled([1000]);
       expect(a.finishes()).toEqual([[1000, 'NORMAL', 'completed']]);
       expect(status).toBe('completed');
+    });
+  });
+
+  describe('a lock taken ahead, while the request waits for its fire time', () => {
+    it('is the lock the run uses: the item is held from then on, and the run records its fire with the release', async () => {
+      const seen: Array<string | undefined> = [];
+      const a = await instance('a', async () => void seen.push(await runningOwner()));
+      await expect(a.run(1000)).resolves.toBe('completed');
+      const early = await a.lockAhead(2000);
+      expect(early).toBeDefined();
+      expect(await runningOwner()).toBe(a.zk.sessionId);
+      expect(await admin.getText(RUNNING)).toBe('a');
+      // A second lock of the item by this process would have found it taken and skipped the run.
+      await expect(a.run(2000, 'NORMAL', { lockedAhead: early })).resolves.toBe('completed');
+      expect(seen).toEqual([a.zk.sessionId, a.zk.sessionId]);
+      expect(a.finishes()).toEqual([[1000, 'NORMAL', 'completed'], [2000, 'NORMAL', 'completed']]);
+      await expectSettled([1000, 2000]);
+    });
+
+    it('keeps another instance out until the run', async () => {
+      const a = await instance('a', () => undefined);
+      const b = await instance('b', () => undefined);
+      await layOutItem();
+      const early = await a.lockAhead(2000);
+      await expect(b.run(1000, 'FAILOVER')).resolves.toBe('deferred');
+      await expect(a.run(2000, 'NORMAL', { lockedAhead: early })).resolves.toBe('completed');
+      await expect(b.run(1000, 'FAILOVER')).resolves.toBe('completed');
+      expect(b.starts()).toEqual([[1000, 'FAILOVER']]);
+      await expectSettled([2000, 1000]);
+    });
+
+    it('leaves an item that is running alone, with no misfire mark: the request locks at its fire time, after that run ended', async () => {
+      const gate = deferred();
+      const b = await instance('b', () => gate.promise);
+      const a = await instance('a', () => undefined);
+      const running = b.run(1000);
+      await waitFor(() => b.starts().length === 1, { message: 'b runs fire 1000' });
+      await expect(a.lockAhead(2000)).resolves.toBeUndefined();
+      expect(await admin.exists(MISFIRE)).toBeNull();
+      expect(await runningOwner()).toBe(b.zk.sessionId);
+      gate.resolve();
+      await expect(running).resolves.toBe('completed');
+      await expect(a.run(2000)).resolves.toBe('completed');
+      expect(b.starts()).toEqual([[1000, 'NORMAL']]);
+      expect(a.starts()).toEqual([[2000, 'NORMAL']]);
+      await expectSettled([1000, 2000]);
+    });
+
+    it('is given back, fire not recorded, when its request does not run', async () => {
+      const a = await instance('a', () => undefined);
+      const b = await instance('b', () => undefined);
+      await layOutItem();
+      const early = await a.lockAhead(2000);
+      await a.unlockAhead(early!);
+      await expectSettled([]);
+      await expect(b.run(2000)).resolves.toBe('completed');
+      await expectSettled([2000]);
+    });
+
+    it('does not run when its session stopped being ours while the request waited: the run is aborted and the item freed', async () => {
+      let ours = true;
+      const a = await instance('a', () => undefined, { owns: () => ours });
+      await layOutItem();
+      const early = await a.lockAhead(2000);
+      ours = false;
+      await expect(a.run(2000, 'NORMAL', { lockedAhead: early })).resolves.toBe('aborted');
+      expect(a.starts()).toEqual([]);
+      await expectSettled([]);
     });
   });
 

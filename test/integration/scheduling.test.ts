@@ -358,6 +358,32 @@ describe('dispatch ahead of the fire', () => {
     }
   });
 
+  it('with monitorExecution the worker takes the item lock while it holds a request, and the handler still starts at the fire time', async () => {
+    const admin = await connectZk(zk.connectionString, { namespace: cluster.namespace });
+    const locked: Array<{ fireTime: number; lockedBefore: number; startedAt: number }> = [];
+    const job = defineJob({
+      name: 'locked',
+      cron: everySecond,
+      shardingTotalCount: 2,
+      monitorExecution: true,
+      execute: async (ctx: ShardingContext) => {
+        const startedAt = Date.now();
+        const stat = await admin.exists(`/locked/sharding/${ctx.shardingItem}/running`);
+        locked.push({ fireTime: ctx.fireTime, lockedBefore: ctx.fireTime - (stat?.ctimeMs ?? Number.NaN), startedAt });
+      },
+    });
+    await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w1' });
+    await cluster.start({ roles: ['scheduler'], instanceId: 'leader' });
+    await firesAfter('locked', 2, 0, 1);
+    const steady = await firesAfter('locked', 2, Date.now(), 3);
+    const runs = locked.filter((r) => steady.includes(r.fireTime));
+    expect(runs).toHaveLength(6);
+    for (const r of runs) {
+      // The lock (ZooKeeper's clock, the same host's) was created before the fire time; the handler ran after it.
+      expect({ fireTime: r.fireTime, lockedAhead: r.lockedBefore > 0, startedOnTime: r.startedAt >= r.fireTime }).toEqual({ fireTime: r.fireTime, lockedAhead: true, startedOnTime: true });
+    }
+  });
+
   /**
    * A worker and a leader running `name` every second; the leader's first ledger write after the
    * first fire waits for `stall` first, holding up the tick chain as a slow ZooKeeper would.

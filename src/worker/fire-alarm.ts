@@ -1,0 +1,53 @@
+/**
+ * Holds requests until their fire time with one timer per distinct wake time, not one per request:
+ * every request of a fire wakes in the same timer callback, so their handlers start one after the
+ * other in the microtasks that follow, before any of them gets to its completion work (the release,
+ * BullMQ's moveToFinished). With a timer each, Node ran each woken request up to its first real I/O
+ * before the next timer: the 100th item of a fire started after 99 completions, 30 ms late.
+ */
+export class FireAlarm {
+  private readonly waiters = new Map<number, Set<() => void>>();
+
+  /**
+   * Resolves true once the wall clock reaches `at`, or false as soon as `signal` aborts (true at
+   * once when `at` has passed).
+   */
+  wait(at: number, signal: AbortSignal): Promise<boolean> {
+    if (signal.aborted) return Promise.resolve(false);
+    if (Date.now() >= at) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      let waiters = this.waiters.get(at);
+      if (!waiters) {
+        waiters = new Set();
+        this.waiters.set(at, waiters);
+        this.arm(at);
+      }
+      const group = waiters;
+      const onAbort = (): void => {
+        group.delete(wake);
+        resolve(false);
+      };
+      const wake = (): void => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(true);
+      };
+      group.add(wake);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /** Wake times with a timer set (for tests and diagnostics). */
+  get pending(): number {
+    return this.waiters.size;
+  }
+
+  private arm(at: number): void {
+    setTimeout(() => {
+      // Timers run on a monotonic clock and may wake a millisecond before the wall clock gets there.
+      if (Date.now() < at) return this.arm(at);
+      const waiters = this.waiters.get(at);
+      this.waiters.delete(at);
+      if (waiters) for (const wake of waiters) wake();
+    }, at - Date.now());
+  }
+}
