@@ -7,7 +7,7 @@ import net from 'node:net';
 import { LOOPBACK } from '../../src/dev/free-port';
 
 /** ZooKeeper request opcodes (org.apache.zookeeper.ZooDefs.OpCode). */
-export const OP = { create: 1, delete: 2, exists: 3, getData: 4, setData: 5, multi: 14 } as const;
+export const OP = { create: 1, delete: 2, exists: 3, getData: 4, setData: 5, getChildren2: 12, multi: 14 } as const;
 
 /**
  * A request the relay acts on: by opcode and, for single-path requests, by the end of its absolute

@@ -230,6 +230,49 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
     await expectSettled([1000, 2000, 3000, 4000, 5000]);
   });
 
+  describe('whether a misfire mark is left after a release', () => {
+    it('is told by the item node cversion, with no listing, while only its own lock changed the children since a release that left no mark', async () => {
+      const { relay, a, events } = await relayed('a');
+      // The first release lists the children (nothing known yet); the later ones need not.
+      await expect(a.run(1000)).resolves.toBe('completed');
+      relay.loseNextAnswer({ op: OP.getChildren2, path: ITEM });
+      for (const f of [2000, 3000, 4000]) await expect(a.run(f)).resolves.toBe('completed');
+      expect(events).toEqual([]);
+      // A child created and deleted in between (an operator's node): the next release lists again.
+      await admin.create(`${ITEM}/note`, 'x');
+      await admin.delete(`${ITEM}/note`);
+      await expect(a.run(5000)).resolves.toBe('completed');
+      expect(events).toEqual(['suspended', 'reconnected']);
+      await expectSettled([1000, 2000, 3000, 4000, 5000]);
+    });
+
+    it('finds a mark made while the item was free, though its view of the item was fresh', async () => {
+      const a = await instance('a', () => undefined);
+      await expect(a.run(1000)).resolves.toBe('completed');
+      await expect(a.run(2000)).resolves.toBe('completed');
+      await admin.create(MISFIRE, '2500');
+      await expect(a.run(3000)).resolves.toBe('completed');
+      expect(a.starts()).toEqual([[1000, 'NORMAL'], [2000, 'NORMAL'], [3000, 'NORMAL'], [2500, 'MISFIRE']]);
+      await expectSettled([1000, 2000, 3000, 2500]);
+    });
+
+    it('finds a mark another instance made during the run', async () => {
+      const gate = deferred();
+      const a = await instance('a', (ctx) => (ctx.fireTime === 2000 ? gate.promise : undefined));
+      const b = await instance('b', () => undefined);
+      await expect(a.run(1000)).resolves.toBe('completed');
+      const second = a.run(2000);
+      await waitFor(() => a.starts().length === 2, { message: 'a runs fire 2000' });
+      await expect(b.run(3000)).resolves.toBe('skipped');
+      gate.resolve();
+      await expect(second).resolves.toBe('completed');
+      expect(a.starts()).toEqual([[1000, 'NORMAL'], [2000, 'NORMAL'], [3000, 'MISFIRE']]);
+      // And after consuming it, the next runs know again that none is left.
+      await expect(a.run(4000)).resolves.toBe('completed');
+      await expectSettled([1000, 2000, 3000, 4000]);
+    });
+  });
+
   it('forgets what it knew of a job that was removed: a new item node reaching the remembered version is read', async () => {
     const a = await instance('a', () => undefined);
     const b = await instance('b', () => undefined);
