@@ -181,6 +181,33 @@ export class FireDispatcher {
     }
   }
 
+  /**
+   * Creates the missing `sharding/{i}` nodes of jobs that never fired, or whose item count grew,
+   * ahead of their first fire. A worker's lock is a multi that needs the item node: without it
+   * every lock of a job's first fire failed, a failed lock took the whole batch of locks with it,
+   * and the first fire of 10,000 new items took 11 s instead of 2. Creates from several jobs share
+   * a fenced multi; a multi that meets a node created meanwhile (by a worker or by a fire's owner
+   * nodes) is done again one node at a time.
+   */
+  async layOutItems(jobs: ReadonlyArray<{ job: string; total: number }>, fence: Fence): Promise<number> {
+    const items = jobs.flatMap(({ job, total }) => Array.from({ length: total }, (_, item) => ({ job, item })));
+    const missing = await this.missingItemNodes(items);
+    const paths = items.filter((w) => missing.get(registryPaths.shardingInstance(w.job, w.item)) === 'item').map((w) => registryPaths.shardingItem(w.job, w.item));
+    const created = (err: unknown) => {
+      if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NODE_EXISTS)) throw err;
+    };
+    for (let i = 0; i < paths.length; i += OPS_PER_MULTI) {
+      const chunk = paths.slice(i, i + OPS_PER_MULTI);
+      const tx = this.zk.fencedMulti(fence);
+      for (const path of chunk) tx.create(path);
+      await tx.commit().catch(async (err: unknown) => {
+        created(err);
+        await forEachLimited(chunk, 64, (path) => this.zk.fencedMulti(fence).create(path).commit().then(() => undefined, created));
+      });
+    }
+    return paths.length;
+  }
+
   /** Enqueues the requests of every plan, grouped per queue. */
   async enqueue(plans: readonly FirePlan[]): Promise<void> {
     const byQueue = new Map<string, ExecutionRequest[]>();

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { CoalescingRunner } from '../shared/coalescing-runner';
 import { parseCron } from '../shared/cron';
 import { forEachLimited } from '../shared/concurrency';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
@@ -123,6 +124,12 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   private leadMs: number;
   private readonly prepareDurations: number[] = [];
   private readonly schedules = new ScheduleCache();
+  /** Jobs whose item nodes are to be laid out (job -> item count), one run at a time. */
+  private readonly unlaid = new Map<string, number>();
+  private readonly layout = new CoalescingRunner(
+    () => this.layOutItems(),
+    (err: unknown) => this.log.warn({ err }, 'could not lay out the items of new jobs; their first fire creates them'),
+  );
   /** The tick queued on the chain and not started yet, which new wake-ups join. */
   private waitingTick: WaitingTick | undefined;
   private generation = 0;
@@ -255,6 +262,8 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     await view.start();
     if (generation !== this.generation) return view.close();
     const ledger = await this.readLedger(name, state);
+    // A job that never fired may have no item nodes yet: lay them out before its first fire.
+    if (!ledger && view.config) this.layOut(name, view.config.shardingTotalCount);
     state.assignment = ledger ? this.assignmentOf(ledger) : undefined;
     if (ledger) await this.replay(name, ledger);
     await this.failover.resumeIntents(name).catch((err) => this.log.error({ err, job: name }, 'could not finish failover intents'));
@@ -283,6 +292,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   }
 
   private onConfig(job: string, config: JobConfig, previous: JobConfig | undefined): void {
+    if (previous && config.shardingTotalCount > previous.shardingTotalCount) this.layOut(job, config.shardingTotalCount);
     if (!previous || previous.cron !== config.cron || previous.timeZone !== config.timeZone) {
       this.scheduleJob(job, config, undefined);
     }
@@ -302,6 +312,19 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       this.log.error({ err, job }, 'cannot schedule job');
       this.emit('job:invalid', { job, error: err });
     }
+  }
+
+  private layOut(job: string, total: number): void {
+    this.unlaid.set(job, Math.max(total, this.unlaid.get(job) ?? 0));
+    void this.layout.request();
+  }
+
+  private async layOutItems(): Promise<void> {
+    const jobs = [...this.unlaid].map(([job, total]) => ({ job, total }));
+    this.unlaid.clear();
+    if (jobs.length === 0 || !this.election.isLeader) return;
+    const created = await this.dispatcher.layOutItems(jobs, this.election.fence());
+    if (created > 0) this.log.debug({ jobs: jobs.length, created }, 'laid out the items of jobs that have not fired yet');
   }
 
   // ---- firing -----------------------------------------------------------------------------
@@ -635,6 +658,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.deferred.clear();
     await this.deactivate();
     await this.tickChain.catch(() => undefined);
+    await this.layout.stop();
     await this.queues.close();
     this.removeAllListeners();
   }

@@ -261,6 +261,21 @@ describe('configuration changes', () => {
     expect(odd.fireTime - changedAt).toBeLessThanOrEqual(2_000);
   });
 
+  it("the leader lays out a new job's item nodes before its first fire, and those of items added later", async () => {
+    // Fires once a year: nothing runs during the test, so only the layout can create the nodes.
+    const job = defineJob({ name: 'laid', cron: '0 0 0 1 1 ?', shardingTotalCount: 3, execute: () => undefined });
+    await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w1' });
+    await cluster.start({ roles: ['scheduler'], instanceId: 'leader' });
+    const admin = await connectZk(zk.connectionString, { namespace: cluster.namespace });
+    const items = async () => (await admin.children('/laid/sharding').catch(() => [] as string[])).sort();
+    await eventually(async () => expect(await items()).toEqual(['0', '1', '2']), { timeoutMs: 10_000 });
+    // No fire, no owner nodes yet: only the items themselves.
+    expect(await admin.children('/laid/sharding/0')).toEqual([]);
+    const config = jobConfigCodec.decode((await admin.get('/laid/config')).data, '/laid/config');
+    await admin.set('/laid/config', jobConfigCodec.encode({ ...config, shardingTotalCount: 5 }));
+    await eventually(async () => expect(await items()).toEqual(['0', '1', '2', '3', '4']), { timeoutMs: 10_000 });
+  });
+
   it('a corrupt config written by hand is reported naming the job and field; other jobs keep firing', async () => {
     const good = defineJob({ name: 'good', cron: everySecond, execute: () => undefined });
     const victim = defineJob({ name: 'victim', cron: everySecond, execute: () => undefined });
