@@ -274,6 +274,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     const state = this.jobs.get(name);
     this.jobs.delete(name);
     this.loading.delete(name);
+    this.unlaid.delete(name);
     this.timer?.unschedule(name);
     await state?.view.close();
   }
@@ -320,7 +321,8 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   }
 
   private async layOutItems(): Promise<void> {
-    const jobs = [...this.unlaid].map(([job, total]) => ({ job, total }));
+    // Only jobs still loaded: the layout of a job removed meanwhile would bring its node back.
+    const jobs = [...this.unlaid].filter(([job]) => this.jobs.has(job)).map(([job, total]) => ({ job, total }));
     this.unlaid.clear();
     if (jobs.length === 0 || !this.election.isLeader) return;
     const created = await this.dispatcher.layOutItems(jobs, this.election.fence());

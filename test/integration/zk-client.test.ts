@@ -31,6 +31,39 @@ describe('ZkClient operations', () => {
     expect(await zk.exists('/jobs')).toBeNull();
   });
 
+  it("counts every create and every delete of a node's children in its cversion, and nothing else (the worker's misfire check relies on it)", async () => {
+    const zk = await connectZk(server.connectionString);
+    await zk.ensurePath('/item');
+    const steps: Array<[string, number]> = [];
+    const step = async (name: string, op: () => Promise<unknown>) => {
+      await op();
+      steps.push([name, (await zk.exists('/item'))!.cversion]);
+    };
+    await step('start', async () => undefined);
+    await step('create ephemeral', () => zk.create('/item/running', 'a', 'ephemeral'));
+    await step('delete it', () => zk.delete('/item/running'));
+    await step('create', () => zk.create('/item/misfire', '1'));
+    await step('set the child', () => zk.set('/item/misfire', '2'));
+    await step('set the node', () => zk.set('/item', '[]'));
+    await step('delete it', () => zk.delete('/item/misfire'));
+    // The same two in one multi, as a release does: the set's stat is taken between them.
+    await zk.create('/item/running', 'a', 'ephemeral');
+    const [set] = await zk.multi().set('/item', '[1]').delete('/item/running').commit();
+    steps.push(['set in a multi, before the delete', set.stat!.cversion]);
+    steps.push(['after that multi', (await zk.exists('/item'))!.cversion]);
+    expect(steps).toEqual([
+      ['start', 0],
+      ['create ephemeral', 1],
+      ['delete it', 2],
+      ['create', 3],
+      ['set the child', 3],
+      ['set the node', 3],
+      ['delete it', 4],
+      ['set in a multi, before the delete', 5],
+      ['after that multi', 6],
+    ]);
+  });
+
   it('keeps namespaces apart', async () => {
     const a = await connectZk(server.connectionString, { namespace: uniqueNamespace('a') });
     const b = await connectZk(server.connectionString, { namespace: uniqueNamespace('b') });
