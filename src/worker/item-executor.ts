@@ -71,6 +71,9 @@ const MISFIRE_NODE = registryPaths.shardingMisfire('job', 0).split('/').pop()!;
 
 const is = (err: unknown, ...codes: string[]): boolean => err instanceof ZkError && codes.includes(err.code);
 
+/** What this process keys an item by in its maps. */
+const itemKey = (request: ExecutionRequest): string => `${request.job}|${request.item}`;
+
 /** One line of the execution log: what ran where, for which fire, and how it ended. */
 export interface ExecutionRecord {
   event: 'start' | 'finish';
@@ -159,7 +162,7 @@ export class ItemExecutor {
       await this.unlockAhead(early);
       return 'aborted';
     }
-    const key = `${request.job}|${request.item}`;
+    const key = itemKey(request);
     const mustRun = request.source === 'FAILOVER' || options.mustRun === true;
     let current: ExecutionRequest = request;
     /** The misfire mark the current round stands for; deleted only when that round completes. */
@@ -259,7 +262,8 @@ export class ItemExecutor {
             continue;
           } else if (is(err, ErrorCodes.ZK_NO_NODE)) {
             this.seen.delete(key);
-            // The item's node is missing: a job's first fire (the leader lays items out after it).
+            // The item's node is missing: the leader lays a new job's items out before its first
+            // fire, but a fire may come before that is done.
             await this.createNode(itemPath);
             continue;
           } else if (isRetryable(err)) taken = 'unknown'; // the create may have happened: see below
@@ -307,7 +311,7 @@ export class ItemExecutor {
     const config = this.ctx.config(request.job);
     if (config.disabled || !config.monitorExecution) return undefined;
     try {
-      const hold = await this.acquire(config, request, `${request.job}|${request.item}`, false);
+      const hold = await this.acquire(config, request, itemKey(request), false);
       return hold && { request, hold };
     } catch (err) {
       this.ctx.log.debug({ err, job: request.job, item: request.item }, 'could not lock ahead; locking at the fire time');
@@ -318,7 +322,7 @@ export class ItemExecutor {
   /** Gives back a lock taken ahead whose request does not run (stopped while it was held). */
   async unlockAhead(lock: EarlyLock): Promise<void> {
     const { request, hold } = lock;
-    await this.releaseMonitored(request, `${request.job}|${request.item}`, hold, undefined, undefined).catch((err) => {
+    await this.releaseMonitored(request, itemKey(request), hold, undefined, undefined).catch((err) => {
       this.ctx.log.warn({ err, job: request.job, item: request.item }, 'could not give back an item locked ahead');
     });
   }
@@ -425,10 +429,10 @@ export class ItemExecutor {
           let found: MisfireMark | null | undefined;
           if (children) found = await this.markAmong(children, request).catch(() => undefined);
           else if (readMark) {
-            // ZooKeeper counts every create and delete of a node's children in its cversion (since
-            // 3.4). The set above ran after our create and before our delete: if nothing but our
-            // create changed the item's children since a release that left no mark, no mark was
-            // made since, and there is none. Otherwise look, as without that knowledge.
+            // ZooKeeper counts every create and delete of a node's children in its cversion (a test
+            // in zk-client.test.ts pins it). The set above ran after our create and before our
+            // delete: if nothing but our create changed the item's children since a release that
+            // left no mark, no mark was made since, and there is none. Otherwise look.
             const unchanged = stat !== undefined && markFree !== undefined && stat.cversion === markFree + 1;
             found = unchanged ? null : await this.markAmong(this.ctx.zk.children(itemPath), request).catch(() => undefined);
           }
@@ -500,8 +504,8 @@ export class ItemExecutor {
 
   /**
    * Creates a node of an item unless it exists. One request when its parent exists, as it almost
-   * always does: a `mkdirp` sent a create per level of the path, each answered with an error but
-   * the last, and a job's first fire of 10,000 items took 11 s instead of 2.
+   * always does: a `mkdirp` sends a create per level of the path, each answered with an error but
+   * the last.
    */
   private async createNode(path: string, data = ''): Promise<void> {
     try {
