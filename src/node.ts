@@ -25,6 +25,8 @@ export interface StartNodeOptions {
   /** The IP this instance registers under (default: first non-internal IPv4). */
   ip?: string;
   concurrency?: number;
+  /** Requests a worker takes beyond its concurrency (SHARDCRON_PREFETCH; default: ten per unit of concurrency, at most 1000). */
+  prefetch?: number;
   /** On close, how long running executions may take before they are aborted. */
   shutdownGraceMs?: number;
   /** V8's heap growing percent for this process (SHARDCRON_HEAP_GROWTH_PERCENT); 0 keeps V8's policy; unset: by roles. */
@@ -93,6 +95,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
         ip,
         jobs,
         concurrency: options.concurrency ?? env.concurrency,
+        ...((options.prefetch ?? env.prefetch) !== undefined && { prefetch: options.prefetch ?? env.prefetch }),
         ...(env.consumers !== undefined && { consumers: env.consumers }),
         shutdownGraceMs: options.shutdownGraceMs ?? env.shutdownGraceMs,
         logger: log,

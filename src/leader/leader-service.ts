@@ -28,8 +28,8 @@ export interface LeaderServiceOptions {
   lateToleranceMs?: number;
   /**
    * How long before its nominal time a fire is planned and its ledger written (DESIGN.md flow 3b);
-   * its requests are enqueued up to 100 ms of it before (workers hold them until the nominal
-   * time); default 100 ms. The leader raises it
+   * its requests are enqueued up to 300 ms of it before (workers hold them until the nominal
+   * time); default 300 ms. The leader raises it
    * (up to {@link MAX_DISPATCH_LEAD_MS}) while preparing a tick takes longer.
    */
   dispatchLeadMs?: number;
@@ -39,11 +39,13 @@ export interface LeaderServiceOptions {
 export const MAX_DISPATCH_LEAD_MS = 800;
 /**
  * How long before its nominal time a fire's requests are enqueued, at most (never more than the
- * lead). Workers hold an early request until its time, in one of their concurrency slots: delivered
- * the whole lead ahead (up to 800 ms when ticks are slow to prepare), the next fire's requests took
- * the slots the tail of the current fire was waiting for.
+ * lead). Workers take an early request into their prefetch and hold it until its time, its item
+ * locked meanwhile: the time a worker has to take a burst's requests before the fire (a worker
+ * takes about 7 a millisecond on the bench machine). Not the whole lead (up to 800 ms when ticks
+ * are slow to prepare): a worker's prefetch is bounded, and requests of the next fire held that
+ * long took the places the tail of the current fire was waiting for.
  */
-const DELIVERY_LEAD_MS = 100;
+const DELIVERY_LEAD_MS = 300;
 /** How many recent tick preparations the lead adapts to. */
 const LEAD_WINDOW = 8;
 /** Jobs planned at the same time in one tick (only a reshard makes planning wait for reads). */
@@ -144,7 +146,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.log = log;
     this.clock = options.clock ?? systemClock;
     this.lateToleranceMs = options.lateToleranceMs ?? 1_000;
-    const lead = options.dispatchLeadMs ?? 100;
+    const lead = options.dispatchLeadMs ?? DELIVERY_LEAD_MS;
     if (!Number.isInteger(lead) || lead < 0 || lead > MAX_DISPATCH_LEAD_MS) {
       throw new ShardcronError(ErrorCodes.INVALID_CONFIG, `dispatchLeadMs must be an integer in [0, ${MAX_DISPATCH_LEAD_MS}], got ${String(lead)}`);
     }

@@ -21,3 +21,54 @@ export async function forEachLimited<T>(items: Iterable<T>, limit: number, task:
   await Promise.all(Array.from({ length: Math.max(1, limit) }, lane));
   if (failed) throw firstError;
 }
+
+/**
+ * At most `limit` holders at once; the others wait in arrival order. A waiter whose signal aborts
+ * leaves the line and gets the signal's reason as its rejection.
+ */
+export class Semaphore {
+  private held = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(private readonly limit: number) {}
+
+  /** Holders now. */
+  get active(): number {
+    return this.held;
+  }
+
+  /** Resolves with a release function, to call exactly once, when a place is free. */
+  async acquire(signal?: AbortSignal): Promise<() => void> {
+    signal?.throwIfAborted();
+    if (this.held < this.limit) {
+      this.held += 1;
+      return this.releaser();
+    }
+    await new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        const at = this.waiting.indexOf(enter);
+        if (at >= 0) this.waiting.splice(at, 1);
+        reject(signal!.reason);
+      };
+      const enter = () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      this.waiting.push(enter);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+    return this.releaser();
+  }
+
+  private releaser(): () => void {
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      // The place passes straight to the next waiter, so a newcomer cannot take it in between.
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.held -= 1;
+    };
+  }
+}

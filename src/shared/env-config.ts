@@ -70,7 +70,9 @@ export interface ShardcronEnvConfig {
   readonly jobsModule?: string;
   /** Executions run at once per worker instance. */
   readonly concurrency: number;
-  /** BullMQ consumers the worker's concurrency is split over; unset: one per 8, at most 16. */
+  /** Requests a worker instance takes beyond its concurrency; unset: ten per unit of concurrency, at most 1000. */
+  readonly prefetch?: number;
+  /** BullMQ consumers the requests a worker takes at once are split over; unset: one per 8, at most 16. */
   readonly consumers?: number;
   /** Overrides the default `{ip}@-@{pid}`. */
   readonly instanceId?: string;
@@ -122,9 +124,11 @@ export const ENV_VARIABLES = Object.freeze([
   variable('SHARDCRON_JOBS', undefined,
     'Path of a jobs module (default export: an array of `defineJob(...)`). Unset: jobs come only from code (`startNode({ jobs })`).'),
   variable('SHARDCRON_CONCURRENCY', '10',
-    'Executions one worker instance runs at once, 1-1000.'),
+    'Handlers one worker instance runs at once, 1-1000.'),
+  variable('SHARDCRON_PREFETCH', undefined,
+    'Requests one worker instance takes from its queue beyond its concurrency, 0-10000. Unset: ten per unit of concurrency, at most 1000. Such a request waits for its fire time (requests arrive up to 300 ms early), its lock and a free handler, holding no handler meanwhile; with monitorExecution its item shows `running` from when its lock is taken.'),
   variable('SHARDCRON_CONSUMERS', undefined,
-    'BullMQ consumers one worker instance splits its concurrency over, 1-64 (at most the concurrency). Unset: one per 8 of concurrency, at most 16. Each fetches jobs one round trip at a time, so several start a fire\'s items sooner; each holds one Redis connection.'),
+    'BullMQ consumers one worker instance splits the requests it takes at once (concurrency + prefetch) over, 1-64. Unset: one per 8 of concurrency, at most 16. Each fetches jobs one round trip at a time, so several start a fire\'s items sooner; each holds one Redis connection.'),
   variable('SHARDCRON_INSTANCE_ID', undefined,
     'Overrides the instance id `{ip}@-@{pid}`: 1-128 printable ASCII characters, no spaces, no `/`. Must be unique among the live processes of the namespace.'),
   variable('SHARDCRON_OPS_HOST', '127.0.0.1',
@@ -188,6 +192,7 @@ const shape = {
   SHARDCRON_ROLES: withDefault('SHARDCRON_ROLES', subsetOf(ROLES, 'role')),
   SHARDCRON_JOBS: optional(parseJobsModule),
   SHARDCRON_CONCURRENCY: withDefault('SHARDCRON_CONCURRENCY', integer(1, 1000)),
+  SHARDCRON_PREFETCH: optional(integer(0, 10_000)),
   SHARDCRON_CONSUMERS: optional(integer(1, 64)),
   SHARDCRON_INSTANCE_ID: optional(parseInstanceId),
   SHARDCRON_OPS_HOST: withDefault('SHARDCRON_OPS_HOST', parseOpsHost),
@@ -273,6 +278,7 @@ export const envSchema = z.preprocess(
     roles: env.SHARDCRON_ROLES,
     ...(env.SHARDCRON_JOBS !== undefined && { jobsModule: env.SHARDCRON_JOBS }),
     concurrency: env.SHARDCRON_CONCURRENCY,
+    ...(env.SHARDCRON_PREFETCH !== undefined && { prefetch: env.SHARDCRON_PREFETCH }),
     ...(env.SHARDCRON_CONSUMERS !== undefined && { consumers: env.SHARDCRON_CONSUMERS }),
     ...(env.SHARDCRON_INSTANCE_ID !== undefined && { instanceId: env.SHARDCRON_INSTANCE_ID }),
     ops: { host: env.SHARDCRON_OPS_HOST, port: env.SHARDCRON_OPS_PORT, ...(token !== undefined && { token }) },

@@ -1,3 +1,4 @@
+import type { Semaphore } from '../shared/concurrency';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 import type { ExecutionRequest, ExecutionSource } from '../shared/execution-request';
 import type { JobConfig } from '../shared/job-config';
@@ -82,7 +83,7 @@ export interface ExecutionRecord {
   item: number;
   instanceId: string;
   source: ExecutionSource;
-  /** On `finish`: how it ended; `skipped` executions have no `start`. */
+  /** On `finish`: how it ended; `skipped` executions, and those stopped before their handler started, have no `start`. */
   status?: ExecutionStatus;
   reason?: string;
   at: number;
@@ -98,6 +99,12 @@ export interface ExecutorContext {
   owns(sessionId: string): boolean;
   /** The signal aborted when every execution must stop (session lost, forced shutdown). */
   abortSignal(): AbortSignal;
+  /**
+   * The places of the handlers running at once (the instance's concurrency). A place covers the
+   * `beforeExecute` listener, the handler and its error handler, not the lock's round trips nor the
+   * `afterExecute` listener, which runs once the release answered.
+   */
+  handlers: Semaphore;
   record(record: ExecutionRecord): void;
 }
 
@@ -566,7 +573,15 @@ export class ItemExecutor {
     const controller = new AbortController();
     const stopAll = this.ctx.abortSignal();
     const onAbortAll = () => controller.abort(stopAll.reason);
-    if (stopAll.aborted) return this.skipped(request, 'worker stopping');
+    // A place among the handlers running at once. A request waits for one holding its lock; one
+    // stopped meanwhile did not run and goes back to the queue, where it runs later, here or elsewhere.
+    let freePlace: () => void;
+    try {
+      freePlace = await this.ctx.handlers.acquire(stopAll);
+    } catch {
+      this.ctx.record({ event: 'finish', job, fireTime, item, instanceId: this.ctx.instanceId, source, status: 'aborted', reason: 'worker stopping before the handler started', at: Date.now() });
+      return 'aborted';
+    }
     stopAll.addEventListener('abort', onAbortAll, { once: true });
     const log = this.ctx.log.child({ job, item, fireTime });
     const context: ShardingContext = {
@@ -601,6 +616,8 @@ export class ItemExecutor {
       await this.handleError(definition, error, context, log);
     } finally {
       stopAll.removeEventListener('abort', onAbortAll);
+      // The handler is over: its place is free while the release makes its round trip.
+      freePlace();
     }
     const { status: settled, reason } = await settle(outcome.status);
     if (settled !== outcome.status) outcome = { ...outcome, status: settled };

@@ -1,6 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import { DelayedError, WaitingError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { Semaphore } from '../shared/concurrency';
 import { createRedisConnection } from '../shared/redis-connection';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 import { executionRequestSchema } from '../shared/execution-request';
@@ -17,6 +18,9 @@ import { ItemExecutor, type ExecutionRecord } from './item-executor';
 
 /** How soon a failed-over request that found its item running tries again. */
 const FAILOVER_RETRY_MS = 200;
+/** Default prefetch: requests taken per handler place, and at most. */
+const PREFETCH_PER_HANDLER = 10;
+const MAX_DEFAULT_PREFETCH = 1_000;
 /** How soon a request that met a ZooKeeper outage tries again. */
 const TRANSIENT_RETRY_MS = 500;
 /**
@@ -43,14 +47,22 @@ export interface WorkerServiceOptions {
   instanceId: string;
   ip: string;
   jobs: readonly ResolvedJobDefinition[];
-  /** Executions run at once by this instance. */
+  /** Handlers run at once by this instance. */
   concurrency: number;
   /**
-   * BullMQ consumers sharing the concurrency on the instance's queue (default: one per 8 of
-   * concurrency, at most 16). A BullMQ Worker fetches jobs one round trip at a time and starts
-   * the first only when it has fetched as many as its concurrency allows, so one consumer of
-   * concurrency 100 starts a fire's 100th item after 100 sequential fetches; several consumers
-   * fetch side by side.
+   * Requests taken from the queue beyond the concurrency (default: ten per handler, at most 1,000).
+   * A request is taken before its handler can start: it waits for its fire time (requests arrive up
+   * to the leader's delivery lead ahead of it) and, with monitorExecution, for its lock and then its
+   * release, each a ZooKeeper round trip. Those waits hold no handler place. Without a prefetch the
+   * handlers sat idle behind round trips, and a burst's requests beyond the concurrency were taken
+   * only after the fire time, one fetch at a time.
+   */
+  prefetch?: number;
+  /**
+   * BullMQ consumers sharing the requests taken at once (concurrency + prefetch) on the instance's
+   * queue (default: one per 8 of concurrency, at most 16). A BullMQ Worker fetches jobs one round
+   * trip at a time, so one consumer takes a fire's 100th request after 100 sequential fetches;
+   * several consumers fetch side by side. Each holds a Redis connection.
    */
   consumers?: number;
   /** On close, how long running executions may take before they are aborted. Default 30000. */
@@ -101,6 +113,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       config: (job) => this.configCaches.get(job)?.value ?? this.definitions.get(job)!.config,
       owns: (sessionId) => options.zk.sessionId === sessionId && this.withinContactDeadline(),
       abortSignal: () => this.abortAll.signal,
+      handlers: new Semaphore(options.concurrency),
       record: (record) => this.emit(record.event === 'start' ? 'item:started' : 'item:finished', record),
     });
   }
@@ -205,10 +218,11 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     const incarnation = await this.registration.register();
     await WorkerService.closeAll(this.consumers.splice(0), true);
     const { concurrency } = this.options;
-    const count = Math.min(concurrency, this.options.consumers ?? Math.min(16, Math.ceil(concurrency / 8)));
+    const taken = concurrency + (this.options.prefetch ?? Math.min(MAX_DEFAULT_PREFETCH, PREFETCH_PER_HANDLER * concurrency));
+    const count = Math.min(taken, this.options.consumers ?? Math.min(16, Math.ceil(concurrency / 8)));
     for (let i = 0; i < count; i += 1) {
-      // The concurrency split as evenly as it goes: 10 over 3 consumers is 4, 3, 3.
-      const share = Math.floor(concurrency / count) + (i < concurrency % count ? 1 : 0);
+      // Split as evenly as it goes: 10 over 3 consumers is 4, 3, 3.
+      const share = Math.floor(taken / count) + (i < taken % count ? 1 : 0);
       const consumer = new Worker(incarnation.queue, (job, token) => this.process(job, token), {
         connection: this.connection!,
         prefix: QUEUE_PREFIX,

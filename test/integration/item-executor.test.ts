@@ -13,6 +13,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
+import { Semaphore } from '../../src/shared/concurrency';
 import { ErrorCodes } from '../../src/shared/errors';
 import type { ExecutionSource } from '../../src/shared/execution-request';
 import { defineJob, type ExecutionStatus, type ShardingContext } from '../../src/shared/job-definition';
@@ -98,7 +99,7 @@ async function link(): Promise<Link> {
 async function instance(
   instanceId: string,
   execute: (ctx: ShardingContext) => unknown,
-  options: { link?: Link; sessionTimeoutMs?: number; owns?: (zk: ZkClient, sessionId: string) => boolean } = {},
+  options: { link?: Link; sessionTimeoutMs?: number; owns?: (zk: ZkClient, sessionId: string) => boolean; handlers?: number } = {},
 ): Promise<Instance> {
   const definition = defineJob({ name: JOB, cron: '0 0 * * * ?', shardingTotalCount: 2, shardingItemParameters: '0=A,1=B', misfire: true, monitorExecution: true, execute });
   const zk = await connectZk(options.link?.connectionString ?? server.connectionString, { namespace, sessionTimeoutMs: options.sessionTimeoutMs ?? 10_000 });
@@ -115,6 +116,7 @@ async function instance(
     config: () => definition.config,
     owns: (sessionId) => owns(zk, sessionId),
     abortSignal: () => abort.signal,
+    handlers: new Semaphore(options.handlers ?? 10),
     record: (r) => records.push(r),
   });
   return {
@@ -778,6 +780,58 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
       await expect(a.run(2000, 'NORMAL', { lockedAhead: early })).resolves.toBe('aborted');
       expect(a.starts()).toEqual([]);
       await expectSettled([]);
+    });
+  });
+
+  describe('with more requests than handler places', () => {
+    it('locks a waiting request\'s item but starts its handler only when a place frees, and frees the place before the release', async () => {
+      const gate = deferred();
+      let inHandler = 0;
+      let peak = 0;
+      const a = await instance(
+        'a',
+        async (ctx) => {
+          inHandler += 1;
+          peak = Math.max(peak, inHandler);
+          if (ctx.shardingItem === 0) await gate.promise;
+          inHandler -= 1;
+        },
+        { handlers: 1 },
+      );
+      await Promise.all([layOutItem(0), layOutItem(1)]);
+      const first = a.run(1000, 'NORMAL', { item: 0 });
+      await waitFor(() => a.starts(0).length === 1, { message: 'item 0 started' });
+      const second = a.run(1000, 'NORMAL', { item: 1 });
+      // Item 1 is taken (its lock held by our session) while its handler waits for the place.
+      await waitFor(async () => (await runningOwner(1)) === a.zk.sessionId, { message: 'item 1 locked' });
+      await sleep(100);
+      expect(a.starts(1)).toEqual([]);
+      gate.resolve();
+      await expect(Promise.all([first, second])).resolves.toEqual(['completed', 'completed']);
+      expect(peak).toBe(1);
+      expect(a.starts(1)).toEqual([[1000, 'NORMAL']]);
+      // Item 0's finish is recorded once its release answered; item 1 had its place before that.
+      const at = (event: string, item: number) => a.records.findIndex((r) => r.event === event && r.item === item);
+      expect(at('start', 1)).toBeLessThan(at('finish', 0));
+      await expectSettled([1000], 0);
+      await expectSettled([1000], 1);
+    });
+
+    it('gives back the lock of a request stopped while it waited for a place: aborted, not run, so it goes back to the queue', async () => {
+      const gate = deferred();
+      const a = await instance('a', (ctx) => (ctx.shardingItem === 0 ? gate.promise : undefined), { handlers: 1 });
+      await Promise.all([layOutItem(0), layOutItem(1)]);
+      const first = a.run(1000, 'NORMAL', { item: 0 });
+      await waitFor(() => a.starts(0).length === 1, { message: 'item 0 started' });
+      const second = a.run(1000, 'NORMAL', { item: 1 });
+      await waitFor(async () => (await runningOwner(1)) === a.zk.sessionId, { message: 'item 1 locked' });
+      a.abort.abort(new Error('stop'));
+      await expect(second).resolves.toBe('aborted');
+      expect(a.starts(1)).toEqual([]);
+      expect(a.finishes(1)).toEqual([[1000, 'NORMAL', 'aborted']]);
+      await expectSettled([], 1);
+      gate.resolve();
+      await first;
     });
   });
 

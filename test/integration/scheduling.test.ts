@@ -105,6 +105,47 @@ describe('worker consumers', () => {
   });
 });
 
+describe('handler places', () => {
+  it('a worker takes a fire\'s requests beyond its concurrency, but runs no more handlers at once than its concurrency', async () => {
+    let inHandlers = 0;
+    let peak = 0;
+    const job = defineJob({
+      name: 'narrow',
+      cron: '*/3 * * * * ?',
+      shardingTotalCount: 6,
+      execute: async () => {
+        inHandlers += 1;
+        peak = Math.max(peak, inHandlers);
+        await sleep(300);
+        inHandlers -= 1;
+      },
+    });
+    const worker = await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w1', concurrency: 2 });
+    await cluster.start({ roles: ['scheduler'], instanceId: 'leader' });
+    const queue = new Queue(worker.worker!.queue!, { connection: { url: redis.url }, prefix: QUEUE_PREFIX });
+    try {
+      // All six requests of a fire are taken (BullMQ shows them active) while two handlers run.
+      let activePeak = 0;
+      const [fire] = await waitFor(
+        async () => {
+          activePeak = Math.max(activePeak, await queue.getActiveCount());
+          const fires = cluster.completeFires('narrow', 6);
+          return fires.length > 0 ? fires : undefined;
+        },
+        { timeoutMs: 15_000, intervalMs: 20, message: 'a complete fire of narrow' },
+      );
+      expect(activePeak).toBeGreaterThan(2);
+      expect(peak).toBe(2);
+      // Six runs of 300 ms, two at a time: three waves.
+      const starts = cluster.starts('narrow').filter((r) => r.fireTime === fire).map((r) => r.at - fire).sort((x, y) => x - y);
+      expect(starts).toHaveLength(6);
+      expect(starts[5] - starts[0]).toBeGreaterThanOrEqual(550);
+    } finally {
+      await queue.close();
+    }
+  });
+});
+
 describe('resharding', () => {
   it('a 4th instance joins from the next fire on, and no item runs on two instances at once', async () => {
     const job = defineJob({ name: 'grow', cron: everySecond, shardingTotalCount: 8, execute: () => sleep(150) });

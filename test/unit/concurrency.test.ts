@@ -1,4 +1,4 @@
-import { forEachLimited } from '../../src/shared/concurrency';
+import { forEachLimited, Semaphore } from '../../src/shared/concurrency';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -35,5 +35,59 @@ describe('forEachLimited', () => {
     const seen: string[] = [];
     await forEachLimited(new Set(['a', 'b']), 0, async (s) => void seen.push(s));
     expect(seen).toEqual(['a', 'b']);
+  });
+});
+
+describe('Semaphore', () => {
+  it('lets `limit` holders in and the others in arrival order as places free', async () => {
+    const places = new Semaphore(2);
+    const order: string[] = [];
+    const a = await places.acquire();
+    const b = await places.acquire();
+    const c = places.acquire().then((release) => (order.push('c'), release));
+    const d = places.acquire().then((release) => (order.push('d'), release));
+    await tick();
+    expect(order).toEqual([]);
+    expect(places.active).toBe(2);
+    b();
+    b(); // a second call of the same release frees nothing more
+    await tick();
+    expect(order).toEqual(['c']);
+    a();
+    await tick();
+    expect(order).toEqual(['c', 'd']);
+    (await c)();
+    (await d)();
+    expect(places.active).toBe(0);
+  });
+
+  it('gives a place freed while others wait to the first waiter, not to a newcomer', async () => {
+    const places = new Semaphore(1);
+    const release = await places.acquire();
+    const waiter = places.acquire();
+    release();
+    expect(places.active).toBe(1); // passed on, not freed
+    const newcomer = places.acquire();
+    let newcomerIn = false;
+    void newcomer.then(() => (newcomerIn = true));
+    (await waiter)();
+    await tick();
+    expect(newcomerIn).toBe(true);
+    (await newcomer)();
+    expect(places.active).toBe(0);
+  });
+
+  it('takes an aborted waiter out of the line with the signal\'s reason', async () => {
+    const places = new Semaphore(1);
+    const release = await places.acquire();
+    const controller = new AbortController();
+    const aborted = places.acquire(controller.signal);
+    const next = places.acquire();
+    controller.abort(new Error('stopping'));
+    await expect(aborted).rejects.toThrow('stopping');
+    release();
+    (await next)();
+    expect(places.active).toBe(0);
+    await expect(places.acquire(controller.signal)).rejects.toThrow('stopping');
   });
 });

@@ -171,6 +171,13 @@ const cases: VariableCase[] = [
     invalid: [['0', 'out of range'], ['1001', 'out of range'], ['10abc', 'not a decimal integer'], ['2.5', 'not a whole number']],
   },
   {
+    name: 'SHARDCRON_PREFETCH',
+    read: (c) => c.prefetch,
+    defaultValue: undefined,
+    valid: [['0', 0], ['10000', 10_000]],
+    invalid: [['-1', 'is negative'], ['10001', 'out of range'], ['lots', 'not a decimal integer']],
+  },
+  {
     name: 'SHARDCRON_CONSUMERS',
     read: (c) => c.consumers,
     defaultValue: undefined,
