@@ -37,6 +37,13 @@ export class Semaphore {
     return this.held;
   }
 
+  /** A release function if a place is free now (no waiting, no promise), else undefined. */
+  tryAcquire(): (() => void) | undefined {
+    if (this.held >= this.limit) return undefined;
+    this.held += 1;
+    return this.releaser();
+  }
+
   /** Resolves with a release function, to call exactly once, when a place is free. */
   async acquire(signal?: AbortSignal): Promise<() => void> {
     signal?.throwIfAborted();

@@ -134,6 +134,8 @@ export class ItemExecutor {
   private readonly seen = new Map<string, SeenItem>();
   /** Lock creates and releases issued together share one transaction. */
   private readonly batcher = new MultiBatcher();
+  /** The last `shardingItemParameters` parsed, by item. */
+  private parsedParameters: { text: string; byItem: Record<number, string> } | undefined;
 
   constructor(private readonly ctx: ExecutorContext) {}
 
@@ -570,52 +572,64 @@ export class ItemExecutor {
     settle: (status: ExecutionStatus) => Promise<Settled>,
   ): Promise<ExecutionStatus> {
     const { job, item, fireTime, source } = request;
-    const controller = new AbortController();
     const stopAll = this.ctx.abortSignal();
-    const onAbortAll = () => controller.abort(stopAll.reason);
     // A place among the handlers running at once. A request waits for one holding its lock; one
     // stopped meanwhile did not run and goes back to the queue, where it runs later, here or elsewhere.
-    let freePlace: () => void;
+    let freePlace = stopAll.aborted ? undefined : this.ctx.handlers.tryAcquire();
     try {
-      freePlace = await this.ctx.handlers.acquire(stopAll);
+      freePlace ??= await this.ctx.handlers.acquire(stopAll);
     } catch {
       this.ctx.record({ event: 'finish', job, fireTime, item, instanceId: this.ctx.instanceId, source, status: 'aborted', reason: 'worker stopping before the handler started', at: Date.now() });
       return 'aborted';
     }
-    stopAll.addEventListener('abort', onAbortAll, { once: true });
-    const log = this.ctx.log.child({ job, item, fireTime });
+    // The handler's signal and logger are made when it first asks for them: an AbortController
+    // with its listener on the worker's signal, and a pino child, cost more than a no-op handler.
+    let controller: AbortController | undefined;
+    const onAbortAll = () => controller!.abort(stopAll.reason);
+    let log: Logger | undefined;
+    const logger = () => (log ??= this.ctx.log.child({ job, item, fireTime }));
     const context: ShardingContext = {
       jobName: job,
       taskId: formatTaskId({ jobName: job, fireTime, shardingItem: item, instanceId: this.ctx.instanceId }),
       shardingTotalCount: config.shardingTotalCount,
       jobParameter: config.jobParameter,
       shardingItem: item,
-      shardingParameter: parseShardingItemParameters(config.shardingItemParameters)[item] ?? '',
+      shardingParameter: this.itemParameter(config, item),
       fireTime,
       source,
       instanceId: this.ctx.instanceId,
-      signal: controller.signal,
+      get signal() {
+        if (!controller) {
+          controller = new AbortController();
+          if (stopAll.aborted) controller.abort(stopAll.reason);
+          else stopAll.addEventListener('abort', onAbortAll, { once: true });
+        }
+        return controller.signal;
+      },
       assertOwnership: () => {
-        if (controller.signal.aborted || !this.ctx.owns(sessionId)) {
+        if (stopAll.aborted || !this.ctx.owns(sessionId)) {
           throw new ShardcronError(ErrorCodes.NOT_OWNER, `execution of ${job} item ${item} (fire ${fireTime}) may no longer be ours`, { job, item, fireTime });
         }
       },
-      log,
+      get log() {
+        return logger();
+      },
     };
+    const { beforeExecute, afterExecute } = definition.listeners;
     const started = Date.now();
     this.ctx.record({ event: 'start', job, fireTime, item, instanceId: this.ctx.instanceId, source, at: started });
-    await this.callListener(() => definition.listeners.beforeExecute?.(context), log);
+    if (beforeExecute) await this.callListener(() => beforeExecute(context), logger);
     let outcome: ExecutionOutcome;
     try {
       await definition.execute(context);
       // Finishing after our ownership ended is not a completion: the item may already run elsewhere.
-      const stillOurs = !controller.signal.aborted && this.ctx.owns(sessionId);
+      const stillOurs = !stopAll.aborted && this.ctx.owns(sessionId);
       outcome = { status: stillOurs ? 'completed' : 'aborted', durationMs: Date.now() - started };
     } catch (error) {
-      outcome = { status: controller.signal.aborted ? 'aborted' : 'failed', error, durationMs: Date.now() - started };
-      await this.handleError(definition, error, context, log);
+      outcome = { status: stopAll.aborted ? 'aborted' : 'failed', error, durationMs: Date.now() - started };
+      await this.handleError(definition, error, context, logger);
     } finally {
-      stopAll.removeEventListener('abort', onAbortAll);
+      if (controller) stopAll.removeEventListener('abort', onAbortAll);
       // The handler is over: its place is free while the release makes its round trip.
       freePlace();
     }
@@ -623,29 +637,37 @@ export class ItemExecutor {
     if (settled !== outcome.status) outcome = { ...outcome, status: settled };
     // `at` is when the handler ended, not when the release answered: the run stopped then.
     this.ctx.record({ event: 'finish', job, fireTime, item, instanceId: this.ctx.instanceId, source, status: outcome.status, reason, at: started + outcome.durationMs });
-    await this.callListener(() => definition.listeners.afterExecute?.(context, outcome), log);
+    const ended = outcome;
+    if (afterExecute) await this.callListener(() => afterExecute(context, ended), logger);
     return outcome.status;
   }
 
-  private async handleError(definition: ResolvedJobDefinition, error: unknown, context: ShardingContext, log: Logger): Promise<void> {
+  /** The item's `shardingItemParameters` entry, parsed once per distinct parameters string. */
+  private itemParameter(config: JobConfig, item: number): string {
+    const text = config.shardingItemParameters ?? '';
+    if (this.parsedParameters?.text !== text) this.parsedParameters = { text, byItem: parseShardingItemParameters(text) };
+    return this.parsedParameters.byItem[item] ?? '';
+  }
+
+  private async handleError(definition: ResolvedJobDefinition, error: unknown, context: ShardingContext, log: () => Logger): Promise<void> {
     const handler = definition.errorHandler;
     if (handler === 'IGNORE') return;
     if (handler === 'LOG') {
-      log.error({ err: error }, 'job execution failed');
+      log().error({ err: error }, 'job execution failed');
       return;
     }
     try {
       await handler(error, context);
     } catch (err) {
-      log.error({ err, original: error }, 'the job error handler threw');
+      log().error({ err, original: error }, 'the job error handler threw');
     }
   }
 
-  private async callListener(fn: () => unknown, log: Logger): Promise<void> {
+  private async callListener(fn: () => unknown, log: () => Logger): Promise<void> {
     try {
       await fn();
     } catch (err) {
-      log.error({ err }, 'job listener threw; ignored');
+      log().error({ err }, 'job listener threw; ignored');
     }
   }
 

@@ -77,6 +77,15 @@ describe('Semaphore', () => {
     expect(places.active).toBe(0);
   });
 
+  it('tryAcquire takes a free place at once, and none when all are held', async () => {
+    const places = new Semaphore(1);
+    const release = places.tryAcquire();
+    expect(release).toBeDefined();
+    expect(places.tryAcquire()).toBeUndefined();
+    release!();
+    expect(places.active).toBe(0);
+  });
+
   it('takes an aborted waiter out of the line with the signal\'s reason', async () => {
     const places = new Semaphore(1);
     const release = await places.acquire();

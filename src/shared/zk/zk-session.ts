@@ -56,8 +56,15 @@ export class ZkSession {
     }
   }
 
+  /** Known once connected; it never changes for this object (see the class comment). */
+  private knownSessionId: string | undefined;
+
   get sessionId(): string {
-    return sessionIdHex(this.raw.getSessionId());
+    if (this.knownSessionId !== undefined) return this.knownSessionId;
+    // The library copies the id into a new buffer on every call, and workers ask at every execution.
+    const id = sessionIdHex(this.raw.getSessionId());
+    if (this.opened && id !== '0') this.knownSessionId = id;
+    return id;
   }
 
   get negotiatedTimeoutMs(): number {
