@@ -5,6 +5,7 @@
  * Both systems run side by side on the same Redis and their rounds alternate, so a change in the
  * machine's background load hits both alike.
  */
+import path from 'node:path';
 import { Queue } from 'bullmq';
 import IORedis from 'ioredis';
 import type { BenchContext } from '../lib/context';
@@ -86,14 +87,22 @@ async function shardcron(ctx: BenchContext, services: Services, workers: number,
   );
   const leader = await spawnShardcron(group, { ...base, instanceId: 'leader-1', roles: 'scheduler' });
   await waitUntil(() => leader.events('elected').length > 0, 60_000, 'leader elected');
+  let rounds = 0;
   return {
     run: { system: 'shardcron', workers, monitorExecution, concurrency: CONCURRENCY },
     async round() {
       const fire = nextWholeSecond(2_000);
       await setCron(zk, jobNames(spec), cronAt(fire));
-      await sleepUntil(fire - 200);
+      // Before the leader's lead (at most 800 ms): workers take and lock requests ahead of the fire.
+      await sleepUntil(fire - 900);
       const before = await zkCounters(services.zk.port, namespace);
       const cpu = cpuMeter({ workers: procs.map((p) => p.pid), leader: [leader.pid], redis: [services.redis.pid!], zookeeper: [services.zk.pid!] });
+      // BENCH_PROFILE=dir: an allocation profile of worker-1 over the second measured round.
+      const dir = process.env.BENCH_PROFILE;
+      if (dir && (rounds += 1) === 3) {
+        const file = path.join(dir, `throughput-${workers}w-${monitorExecution ? 'on' : 'off'}-worker-1.heapprofile`);
+        void procs[0].request({ type: 'alloc-profile', ms: 3_000, file }, 60_000).catch(() => undefined);
+      }
       const r = await waitFinished(procs, fire, JOBS * ITEMS);
       const c = cpu(r.finished);
       const after = await zkCounters(services.zk.port, namespace);
