@@ -573,6 +573,9 @@ export class ItemExecutor {
   ): Promise<ExecutionStatus> {
     const { job, item, fireTime, source } = request;
     const stopAll = this.ctx.abortSignal();
+    // Whatever may throw comes before the place is taken (a place taken is given back in `finally`).
+    const taskId = formatTaskId({ jobName: job, fireTime, shardingItem: item, instanceId: this.ctx.instanceId });
+    const shardingParameter = this.itemParameter(config, item);
     // A place among the handlers running at once. A request waits for one holding its lock; one
     // stopped meanwhile did not run and goes back to the queue, where it runs later, here or elsewhere.
     let freePlace = stopAll.aborted ? undefined : this.ctx.handlers.tryAcquire();
@@ -590,11 +593,11 @@ export class ItemExecutor {
     const logger = () => (log ??= this.ctx.log.child({ job, item, fireTime }));
     const context: ShardingContext = {
       jobName: job,
-      taskId: formatTaskId({ jobName: job, fireTime, shardingItem: item, instanceId: this.ctx.instanceId }),
+      taskId,
       shardingTotalCount: config.shardingTotalCount,
       jobParameter: config.jobParameter,
       shardingItem: item,
-      shardingParameter: this.itemParameter(config, item),
+      shardingParameter,
       fireTime,
       source,
       instanceId: this.ctx.instanceId,

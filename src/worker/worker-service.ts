@@ -3,7 +3,7 @@ import { DelayedError, WaitingError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { Semaphore } from '../shared/concurrency';
 import { createRedisConnection } from '../shared/redis-connection';
-import { ErrorCodes, ShardcronError } from '../shared/errors';
+import { ConfigError, ErrorCodes, ShardcronError, type FieldIssue } from '../shared/errors';
 import { executionRequestSchema } from '../shared/execution-request';
 import { jobConfigCodec, type JobConfig } from '../shared/job-config';
 import type { ResolvedJobDefinition } from '../shared/job-definition';
@@ -104,6 +104,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     const log = (options.logger ?? silentLogger).child({ component: 'worker', instanceId: options.instanceId });
     super(log);
     this.log = log;
+    WorkerService.checkLimits(options);
     this.definitions = new Map(options.jobs.map((d) => [d.name, d]));
     this.registration = new InstanceRegistration(options.zk, { ...options, log });
     this.executor = new ItemExecutor({
@@ -116,6 +117,20 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       handlers: new Semaphore(options.concurrency),
       record: (record) => this.emit(record.event === 'start' ? 'item:started' : 'item:finished', record),
     });
+  }
+
+  /** Bounds as for SHARDCRON_CONCURRENCY, SHARDCRON_PREFETCH and SHARDCRON_CONSUMERS, for options given in code. */
+  private static checkLimits(options: WorkerServiceOptions): void {
+    const issues: FieldIssue[] = [];
+    const within = (field: string, value: number | undefined, min: number, max: number) => {
+      if (value !== undefined && !(Number.isInteger(value) && value >= min && value <= max)) {
+        issues.push({ field, message: `${String(value)} is not an integer from ${min} to ${max}` });
+      }
+    };
+    within('concurrency', options.concurrency, 1, 1_000);
+    within('prefetch', options.prefetch, 0, 10_000);
+    within('consumers', options.consumers, 1, 64);
+    if (issues.length > 0) throw new ConfigError(ErrorCodes.INVALID_CONFIG, 'Invalid worker options', issues);
   }
 
   get instanceId(): string {

@@ -146,6 +146,14 @@ describe('handler places', () => {
   });
 });
 
+describe('worker options given in code', () => {
+  it('a concurrency or prefetch out of bounds is refused with the field named, and the node does not start', async () => {
+    const job = defineJob({ name: 'bounds', cron: everySecond, shardingTotalCount: 1, execute: () => undefined });
+    await expect(cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w1', prefetch: -1 })).rejects.toThrow(/prefetch: -1 is not an integer from 0 to 10000/);
+    await expect(cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w1', concurrency: 2.5 })).rejects.toThrow(/concurrency: 2.5 is not an integer from 1 to 1000/);
+  });
+});
+
 describe('resharding', () => {
   it('a 4th instance joins from the next fire on, and no item runs on two instances at once', async () => {
     const job = defineJob({ name: 'grow', cron: everySecond, shardingTotalCount: 8, execute: () => sleep(150) });
