@@ -14,6 +14,11 @@ export interface WindowResult {
   latency: Summary;
   /** Latency of the first start of each fire (the pipeline's own delay, without queueing behind the fire's other items). */
   firstStart: Summary;
+  /**
+   * The fires whose last start came latest, slowest first (at most 3): which second of the window
+   * (0 = its first fire) and its first and last start, ms. Tells one slow fire from a steady tail.
+   */
+  slowestFires: Array<{ second: number; firstMs: number; lastMs: number }>;
   sources: Record<string, number>;
   report: NodeReport;
 }
@@ -53,7 +58,16 @@ export async function measureWindow(
     missing: Math.max(0, expected - report.lat.length),
     latency: summarize(report.lat),
     firstStart: summarize(report.firstByFire.map(([, v]) => v)),
+    slowestFires: slowestFires(report, from),
     sources: report.sources,
-    report: { ...report, lat: [], firstByFire: [], dispatchLag: [] },
+    report: { ...report, lat: [], firstByFire: [], lastByFire: [], dispatchLag: [] },
   };
+}
+
+function slowestFires(report: NodeReport, from: number): WindowResult['slowestFires'] {
+  const first = new Map(report.firstByFire);
+  return [...report.lastByFire]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 3)
+    .map(([fire, last]) => ({ second: Math.round((fire - from) / 1000), firstMs: first.get(fire) ?? last, lastMs: last }));
 }

@@ -19,6 +19,8 @@ export interface NodeReport {
   lat: number[];
   /** [nominal fire time, latency of its first start] for each fire in the window. */
   firstByFire: Array<[number, number]>;
+  /** [nominal fire time, latency of its last start] for each fire in the window. */
+  lastByFire: Array<[number, number]>;
   /** Starts in the window per source (NORMAL, MISFIRE, FAILOVER...). */
   sources: Record<string, number>;
   /** Nominal fire times seen in the window (distinct). */
@@ -225,9 +227,12 @@ export function mergeReports(reports: readonly NodeReport[]): NodeReport {
   for (const r of reports) for (const [k, v] of Object.entries(r.sources)) sources[k] = (sources[k] ?? 0) + v;
   const first = new Map<number, number>();
   for (const r of reports) for (const [fire, v] of r.firstByFire) if (!(first.get(fire)! <= v)) first.set(fire, v);
+  const last = new Map<number, number>();
+  for (const r of reports) for (const [fire, v] of r.lastByFire ?? []) if (!(last.get(fire)! >= v)) last.set(fire, v);
   return {
     lat: reports.flatMap((r) => r.lat),
     firstByFire: [...first],
+    lastByFire: [...last],
     sources,
     fires: Math.max(0, ...reports.map((r) => r.fires)),
     started: reports.reduce((n, r) => n + r.started, 0),

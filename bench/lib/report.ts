@@ -128,6 +128,16 @@ export function renderMarkdown(r: BenchResults): string {
       if (c.raw) stageRows.push([c.name, 'raw BullMQ (addBulk each second)', 'at the second (timer)', pair(c.raw.stages?.pickedUp), pair(c.raw.latency)]);
     }
     out.push(table(['case', 'system', 'leader begins the enqueue', 'worker picks the job up', 'handler starts'], stageRows));
+    out.push('', 'Slowest fires of each window (second of the window, 0 = first: first / last start; one slow fire and a steady tail look alike in a p99):', '');
+    const slowRows: unknown[][] = [];
+    const slowest = (w: { slowestFires?: Array<{ second: number; firstMs: number; lastMs: number }> } | undefined) =>
+      (w?.slowestFires ?? []).map((f) => `#${f.second}: ${fmt(f.firstMs)} / ${fmt(f.lastMs)} ms`).join('; ') || 'n/a';
+    for (const c of s.latency) {
+      slowRows.push([c.name, 'shardcron', slowest(c.shardcron)]);
+      if (c.bullmq) slowRows.push([c.name, 'BullMQ Job Schedulers', slowest(c.bullmq)]);
+      if (c.raw) slowRows.push([c.name, 'raw BullMQ', slowest(c.raw)]);
+    }
+    out.push(table(['case', 'system', 'slowest fires'], slowRows));
   }
   if (s.throughput) {
     const t = s.throughput;
