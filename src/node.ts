@@ -86,6 +86,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
     let worker: WorkerService | undefined;
     if (roles.includes('worker')) {
       const jobs = options.jobs ?? [];
+      const prefetch = options.prefetch ?? env.prefetch;
       if (jobs.length === 0) log.warn('worker role without jobs: this node will run nothing');
       worker = new WorkerService({
         zk,
@@ -95,7 +96,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
         ip,
         jobs,
         concurrency: options.concurrency ?? env.concurrency,
-        ...((options.prefetch ?? env.prefetch) !== undefined && { prefetch: options.prefetch ?? env.prefetch }),
+        ...(prefetch !== undefined && { prefetch }),
         ...(env.consumers !== undefined && { consumers: env.consumers }),
         shutdownGraceMs: options.shutdownGraceMs ?? env.shutdownGraceMs,
         logger: log,

@@ -47,10 +47,8 @@ export class Semaphore {
   /** Resolves with a release function, to call exactly once, when a place is free. */
   async acquire(signal?: AbortSignal): Promise<() => void> {
     signal?.throwIfAborted();
-    if (this.held < this.limit) {
-      this.held += 1;
-      return this.releaser();
-    }
+    const now = this.tryAcquire();
+    if (now) return now;
     await new Promise<void>((resolve, reject) => {
       const onAbort = () => {
         const at = this.waiting.indexOf(enter);

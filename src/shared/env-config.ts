@@ -92,6 +92,13 @@ export interface EnvVariable {
   readonly description: string;
 }
 
+/** Bounds [min, max] of a worker's sizes, from the environment or given in code (WorkerService checks these). */
+export const WORKER_BOUNDS = Object.freeze({
+  concurrency: [1, 1_000] as const,
+  prefetch: [0, 10_000] as const,
+  consumers: [1, 64] as const,
+});
+
 function variable<N extends `SHARDCRON_${string}`>(name: N, def: string | undefined, description: string) {
   return Object.freeze({ name, default: def, description });
 }
@@ -191,9 +198,9 @@ const shape = {
   SHARDCRON_REDIS_URL: withDefault('SHARDCRON_REDIS_URL', parseRedisUrl),
   SHARDCRON_ROLES: withDefault('SHARDCRON_ROLES', subsetOf(ROLES, 'role')),
   SHARDCRON_JOBS: optional(parseJobsModule),
-  SHARDCRON_CONCURRENCY: withDefault('SHARDCRON_CONCURRENCY', integer(1, 1000)),
-  SHARDCRON_PREFETCH: optional(integer(0, 10_000)),
-  SHARDCRON_CONSUMERS: optional(integer(1, 64)),
+  SHARDCRON_CONCURRENCY: withDefault('SHARDCRON_CONCURRENCY', integer(...WORKER_BOUNDS.concurrency)),
+  SHARDCRON_PREFETCH: optional(integer(...WORKER_BOUNDS.prefetch)),
+  SHARDCRON_CONSUMERS: optional(integer(...WORKER_BOUNDS.consumers)),
   SHARDCRON_INSTANCE_ID: optional(parseInstanceId),
   SHARDCRON_OPS_HOST: withDefault('SHARDCRON_OPS_HOST', parseOpsHost),
   SHARDCRON_OPS_PORT: withDefault('SHARDCRON_OPS_PORT', integer(0, 65535)),

@@ -134,8 +134,8 @@ export class ItemExecutor {
   private readonly seen = new Map<string, SeenItem>();
   /** Lock creates and releases issued together share one transaction. */
   private readonly batcher = new MultiBatcher();
-  /** The last `shardingItemParameters` parsed, by item. */
-  private parsedParameters: { text: string; byItem: Record<number, string> } | undefined;
+  /** Each config's `shardingItemParameters`, parsed by item (a config object is replaced, never changed). */
+  private readonly parameters = new WeakMap<JobConfig, Record<number, string>>();
 
   constructor(private readonly ctx: ExecutorContext) {}
 
@@ -645,11 +645,11 @@ export class ItemExecutor {
     return outcome.status;
   }
 
-  /** The item's `shardingItemParameters` entry, parsed once per distinct parameters string. */
+  /** The item's `shardingItemParameters` entry, parsed once per config. */
   private itemParameter(config: JobConfig, item: number): string {
-    const text = config.shardingItemParameters ?? '';
-    if (this.parsedParameters?.text !== text) this.parsedParameters = { text, byItem: parseShardingItemParameters(text) };
-    return this.parsedParameters.byItem[item] ?? '';
+    let byItem = this.parameters.get(config);
+    if (!byItem) this.parameters.set(config, (byItem = parseShardingItemParameters(config.shardingItemParameters)));
+    return byItem[item] ?? '';
   }
 
   private async handleError(definition: ResolvedJobDefinition, error: unknown, context: ShardingContext, log: () => Logger): Promise<void> {

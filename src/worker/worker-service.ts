@@ -4,6 +4,7 @@ import type { Redis } from 'ioredis';
 import { Semaphore } from '../shared/concurrency';
 import { createRedisConnection } from '../shared/redis-connection';
 import { ConfigError, ErrorCodes, ShardcronError, type FieldIssue } from '../shared/errors';
+import { WORKER_BOUNDS } from '../shared/env-config';
 import { executionRequestSchema } from '../shared/execution-request';
 import { jobConfigCodec, type JobConfig } from '../shared/job-config';
 import type { ResolvedJobDefinition } from '../shared/job-definition';
@@ -119,17 +120,15 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     });
   }
 
-  /** Bounds as for SHARDCRON_CONCURRENCY, SHARDCRON_PREFETCH and SHARDCRON_CONSUMERS, for options given in code. */
+  /** The bounds SHARDCRON_CONCURRENCY, SHARDCRON_PREFETCH and SHARDCRON_CONSUMERS have, for options given in code. */
   private static checkLimits(options: WorkerServiceOptions): void {
     const issues: FieldIssue[] = [];
-    const within = (field: string, value: number | undefined, min: number, max: number) => {
+    for (const [field, [min, max]] of Object.entries(WORKER_BOUNDS) as Array<[keyof typeof WORKER_BOUNDS, readonly [number, number]]>) {
+      const value = options[field];
       if (value !== undefined && !(Number.isInteger(value) && value >= min && value <= max)) {
         issues.push({ field, message: `${String(value)} is not an integer from ${min} to ${max}` });
       }
-    };
-    within('concurrency', options.concurrency, 1, 1_000);
-    within('prefetch', options.prefetch, 0, 10_000);
-    within('consumers', options.consumers, 1, 64);
+    }
     if (issues.length > 0) throw new ConfigError(ErrorCodes.INVALID_CONFIG, 'Invalid worker options', issues);
   }
 
