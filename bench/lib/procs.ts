@@ -228,7 +228,7 @@ export function mergeReports(reports: readonly NodeReport[]): NodeReport {
   const first = new Map<number, number>();
   for (const r of reports) for (const [fire, v] of r.firstByFire) if (!(first.get(fire)! <= v)) first.set(fire, v);
   const last = new Map<number, number>();
-  for (const r of reports) for (const [fire, v] of r.lastByFire ?? []) if (!(last.get(fire)! >= v)) last.set(fire, v);
+  for (const r of reports) for (const [fire, v] of r.lastByFire) if (!(last.get(fire)! >= v)) last.set(fire, v);
   return {
     lat: reports.flatMap((r) => r.lat),
     firstByFire: [...first],

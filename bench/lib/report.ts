@@ -6,6 +6,7 @@ import type { LeaderFailoverRun } from '../scenarios/leader-failover';
 import type { ScaleResult } from '../scenarios/scale';
 import type { ThroughputResult } from '../scenarios/throughput';
 import type { MachineInfo } from './services';
+import type { WindowResult } from './measure';
 import { fmt, triple } from './stats';
 
 export interface BenchResults {
@@ -130,7 +131,8 @@ export function renderMarkdown(r: BenchResults): string {
     out.push(table(['case', 'system', 'leader begins the enqueue', 'worker picks the job up', 'handler starts'], stageRows));
     out.push('', 'Slowest fires of each window (second of the window, 0 = first: first / last start; one slow fire and a steady tail look alike in a p99):', '');
     const slowRows: unknown[][] = [];
-    const slowest = (w: { slowestFires?: Array<{ second: number; firstMs: number; lastMs: number }> } | undefined) =>
+    // Reports written before the table existed have no `slowestFires`.
+    const slowest = (w: Partial<Pick<WindowResult, 'slowestFires'>> | undefined) =>
       (w?.slowestFires ?? []).map((f) => `#${f.second}: ${fmt(f.firstMs)} / ${fmt(f.lastMs)} ms`).join('; ') || 'n/a';
     for (const c of s.latency) {
       slowRows.push([c.name, 'shardcron', slowest(c.shardcron)]);

@@ -8,6 +8,7 @@
 import path from 'node:path';
 import { Queue } from 'bullmq';
 import IORedis from 'ioredis';
+import { MAX_DISPATCH_LEAD_MS } from '../../src/leader/leader-service';
 import type { BenchContext } from '../lib/context';
 import { sleepUntil } from '../lib/measure';
 import { jobNames, mergeReports, ProcessGroup, spawnBullmq, spawnShardcron, type BenchProcess } from '../lib/procs';
@@ -93,13 +94,14 @@ async function shardcron(ctx: BenchContext, services: Services, workers: number,
     async round() {
       const fire = nextWholeSecond(2_000);
       await setCron(zk, jobNames(spec), cronAt(fire));
-      // Before the leader's lead (at most 800 ms): workers take and lock requests ahead of the fire.
-      await sleepUntil(fire - 900);
+      // Before the leader's longest lead: workers take and lock requests ahead of the fire.
+      await sleepUntil(fire - MAX_DISPATCH_LEAD_MS - 100);
       const before = await zkCounters(services.zk.port, namespace);
       const cpu = cpuMeter({ workers: procs.map((p) => p.pid), leader: [leader.pid], redis: [services.redis.pid!], zookeeper: [services.zk.pid!] });
       // BENCH_PROFILE=dir: an allocation profile of worker-1 over the second measured round.
       const dir = process.env.BENCH_PROFILE;
-      if (dir && (rounds += 1) === 3) {
+      rounds += 1;
+      if (dir && rounds === 3) {
         const file = path.join(dir, `throughput-${workers}w-${monitorExecution ? 'on' : 'off'}-worker-1.heapprofile`);
         void procs[0].request({ type: 'alloc-profile', ms: 3_000, file }, 60_000).catch(() => undefined);
       }
