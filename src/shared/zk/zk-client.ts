@@ -7,7 +7,8 @@ import { isRetryable, toZkError, ZkError } from './zk-errors';
 import { ZkMulti, type ZkOp, type ZkOpResult } from './zk-multi';
 import { ZkNamespace } from './zk-namespace';
 import { ZkSession } from './zk-session';
-import { multiResults, sendTransaction, type RawMultiOutcome } from './zk-transaction';
+import { multiResults, sendTransaction } from './zk-transaction';
+import type { MultiOpResult } from './zk-wire';
 import { toBuffer, toZkStat, type ZkCreateMode, type ZkData, type ZkStat, type ZkWatcher } from './zk-types';
 
 /** How to reach ZooKeeper and how hard to try. */
@@ -282,8 +283,8 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   private async commit(ops: readonly ZkOp[], fenced: boolean, boundTo?: string): Promise<ZkOpResult[]> {
     if (ops.length === 0) return [];
     // A multi is not idempotent (creates, sequential nodes): never retried here.
-    const outcome = await this.run<RawMultiOutcome>('multi', undefined, (raw, cb) => sendTransaction(raw, this.ns, ops, cb), false, boundTo);
-    return multiResults(outcome, ops, fenced, this.ns);
+    const results = await this.run<MultiOpResult[]>('multi', undefined, (raw, cb) => sendTransaction(raw, this.ns, ops, cb), false, boundTo);
+    return multiResults(results, ops, fenced, this.ns);
   }
 
   /**

@@ -4,6 +4,7 @@ import { ErrorCodes, ShardcronError } from '../errors';
 import type { Logger } from '../logger';
 import { installWatchRegistry } from './watch-registry';
 import { toZkError, ZkError } from './zk-errors';
+import { installSocketDataFix } from './zk-wire';
 import { sessionIdHex } from './zk-types';
 
 interface SessionHandlers {
@@ -51,6 +52,7 @@ export class ZkSession {
     });
     // Eight watches per job on a leader: the library's per-path EventEmitters cost 24 MB at 10,000 jobs.
     if (!installWatchRegistry(this.raw)) log.warn('node-zookeeper-client internals changed: keeping its own watcher manager');
+    if (!installSocketDataFix(this.raw)) log.warn('node-zookeeper-client internals changed: keeping its own socket-data handler');
     if (options.digest) {
       this.raw.addAuthInfo('digest', Buffer.from(`${options.digest.user}:${options.digest.password}`));
     }
