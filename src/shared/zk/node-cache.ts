@@ -31,7 +31,12 @@ export interface NodeCacheEvents<T> {
  * watches are re-armed on every read, and a reconnect or new session triggers a full re-read.
  */
 export class NodeCache<T> extends WatchedCache<NodeCacheEvents<T>> {
-  private valueState: { value: T | undefined; stat: ZkStat } | undefined;
+  /**
+   * What was read, when the node exists: the value, and the data version and creation time that
+   * tell a change from a re-read (not the whole stat: its strings and numbers cost 150 bytes, and
+   * a leader keeps a cache per job and item).
+   */
+  private valueState: { value: T | undefined; version: number; ctimeMs: number } | undefined;
   private readonly decode: (data: Buffer, path: string) => T;
 
   constructor(
@@ -50,10 +55,6 @@ export class NodeCache<T> extends WatchedCache<NodeCacheEvents<T>> {
   /** Decoded value, or undefined when the node is absent or undecodable. */
   get value(): T | undefined {
     return this.valueState?.value;
-  }
-
-  get stat(): ZkStat | undefined {
-    return this.valueState?.stat;
   }
 
   get exists(): boolean {
@@ -76,17 +77,18 @@ export class NodeCache<T> extends WatchedCache<NodeCacheEvents<T>> {
       }
       return;
     }
-    const previous = this.valueState?.stat;
-    if (previous && previous.version === read.stat.version && previous.ctimeMs === read.stat.ctimeMs) return;
+    const { stat } = read;
+    const previous = this.valueState;
+    if (previous && previous.version === stat.version && previous.ctimeMs === stat.ctimeMs) return;
     let value: T | undefined;
     try {
       value = this.decode(read.data, this.path);
     } catch (error) {
-      this.valueState = { value: undefined, stat: read.stat };
-      this.emit('invalid', { error, stat: read.stat });
+      this.valueState = { value: undefined, version: stat.version, ctimeMs: stat.ctimeMs };
+      this.emit('invalid', { error, stat });
       return;
     }
-    this.valueState = { value, stat: read.stat };
-    this.emit('changed', { value, stat: read.stat });
+    this.valueState = { value, version: stat.version, ctimeMs: stat.ctimeMs };
+    this.emit('changed', { value, stat });
   }
 }
