@@ -3,7 +3,7 @@ import type { Logger } from '../logger';
 import type { ZkClient } from './zk-client';
 import { WatchedCache, type CacheListeners } from './watched-cache';
 import { ZkError } from './zk-errors';
-import type { ZkStat, ZkWatchEvent, ZkWatcher } from './zk-types';
+import type { ZkStat, ZkWatchEvent } from './zk-types';
 
 export interface ChildrenCacheOptions<T> {
   /** Parent path, namespace-relative. It may not exist yet: the cache waits for it. */
@@ -56,8 +56,6 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
   /** Children whose data watch fired; made on first use, as most caches never need it. */
   private staleData: Set<string> | undefined;
   private fullReload = false;
-  /** One data watcher for every child (the name is in the event's path); made on first use. */
-  private dataWatcher: ZkWatcher | undefined;
 
   constructor(
     zk: ZkClient,
@@ -105,13 +103,9 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
     return `${this.path === '/' ? '' : this.path}/${name}`;
   }
 
-  /** One watcher for every child's data, made at the first child read: a bound method, not a closure (10,000 jobs have 20,000 of these). */
-  private childDataWatcher(): ZkWatcher {
-    return (this.dataWatcher ??= this.onChildData.bind(this));
-  }
-
-  private onChildData(event: ZkWatchEvent): void {
-    if (this.closed || event.type !== 'dataChanged') return;
+  /** @internal From the group: a child's data watch fired (set by {@link readChild}). */
+  override onChildWatch(event: ZkWatchEvent): void {
+    if (this.closed || !this.decode || event.type !== 'dataChanged') return;
     (this.staleData ??= new Set()).add(event.path.slice(this.childPath('').length));
     void this.reload();
   }
@@ -159,7 +153,7 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
     if (!decode) return { name, data: undefined, version: undefined, ctimeMs: undefined };
     const childPath = this.childPath(name);
     try {
-      const { data, stat } = await this.zk.get(childPath, this.childDataWatcher());
+      const { data, stat } = await this.zk.get(childPath, this.watcher);
       try {
         return { name, data: decode(data, name, childPath), version: stat.version, ctimeMs: stat.ctimeMs };
       } catch (error) {

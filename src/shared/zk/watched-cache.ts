@@ -1,7 +1,7 @@
 import { silentLogger, type Logger } from '../logger';
 import { TypedEmitter, type EventMap } from '../typed-emitter';
 import type { ZkClient } from './zk-client';
-import type { ZkWatcher } from './zk-types';
+import type { ZkWatchEvent, ZkWatcher } from './zk-types';
 
 /**
  * Listeners given at construction, one per event, called as methods of this object (so it can be a
@@ -18,14 +18,30 @@ export type CacheListeners<E extends EventMap> = {
 /** Loads in flight per ZooKeeper client; more wait their turn (see {@link CacheGroup}). */
 const MAX_CONCURRENT_LOADS = 128;
 
+/** What a {@link CacheGroup} calls on its caches. */
+interface GroupMember {
+  resync(): void;
+  /** A watch on the cache's own path fired. */
+  onWatch(): void;
+  /** A watch on a child of the cache's path fired (only children caches watch those). */
+  onChildWatch(event: ZkWatchEvent): void;
+}
+
 /**
  * The caches of one ZooKeeper client. One pair of connection listeners resyncs them all, and their
  * loads share {@link MAX_CONCURRENT_LOADS} slots: a leader taking over 10,000 jobs, or resyncing
  * after a reconnect, would otherwise have tens of thousands of reads (and their buffers, promises
  * and callbacks) in flight at once, and the heap grows by hundreds of megabytes for that burst.
+ *
+ * Every watch the caches set is the group's one {@link watcher}, which hands a notification to
+ * the caches of its path (and to those of its parent, for a child's data). A watcher per cache,
+ * with the client's wrapper of it, cost 150 bytes per cache: a leader keeps five caches per job.
  */
 class CacheGroup {
-  readonly caches = new Set<{ resync(): void }>();
+  /** The caches by path: usually one, several when caches of one path live at the same time. */
+  private readonly byPath = new Map<string, GroupMember | GroupMember[]>();
+  /** The watcher of every watch the group's caches set. */
+  readonly watcher: ZkWatcher = (event) => this.deliver(event);
   private active = 0;
   /** FIFO of loads waiting for a slot; `head` avoids O(n) shifts on long queues. */
   private waiting: Array<() => void> = [];
@@ -34,9 +50,38 @@ class CacheGroup {
 
   constructor(zk: ZkClient) {
     const resync = () => {
-      for (const cache of [...this.caches]) cache.resync();
+      for (const cache of [...this.byPath.values()].flat()) cache.resync();
     };
     this.unsubscribe = [zk.on('reconnected', resync), zk.on('session:renewed', resync)];
+  }
+
+  get empty(): boolean {
+    return this.byPath.size === 0;
+  }
+
+  add(path: string, cache: GroupMember): void {
+    const present = this.byPath.get(path);
+    if (present === undefined) this.byPath.set(path, cache);
+    else if (Array.isArray(present)) present.push(cache);
+    else this.byPath.set(path, [present, cache]);
+  }
+
+  remove(path: string, cache: GroupMember): void {
+    const present = this.byPath.get(path);
+    if (present === cache) this.byPath.delete(path);
+    else if (Array.isArray(present)) {
+      const rest = present.filter((c) => c !== cache);
+      this.byPath.set(path, rest.length === 1 ? rest[0] : rest);
+    }
+  }
+
+  private deliver(event: ZkWatchEvent): void {
+    const own = this.byPath.get(event.path);
+    if (own !== undefined) for (const cache of Array.isArray(own) ? [...own] : [own]) cache.onWatch();
+    const slash = event.path.lastIndexOf('/');
+    if (slash < 0 || event.path === '/') return;
+    const parent = this.byPath.get(slash === 0 ? '/' : event.path.slice(0, slash));
+    if (parent !== undefined) for (const cache of Array.isArray(parent) ? [...parent] : [parent]) cache.onChildWatch(event);
   }
 
   acquire(): Promise<void> | undefined {
@@ -83,10 +128,10 @@ class CacheEmitter<E extends EventMap> extends TypedEmitter<E> {
 /**
  * What the ZooKeeper caches share: loads are serialized (a change during a load schedules one
  * more), a reconnect or a new session forces a full reload (watches of a dead session are gone),
- * and close is idempotent. Every cache has one watcher function for its life: ZooKeeper watches are
- * one-shot, and a watch armed before a resync that fires later only causes one more reload.
+ * and close is idempotent. ZooKeeper watches are one-shot, and a watch armed before a resync that
+ * fires later only causes one more reload.
  */
-export abstract class WatchedCache<E extends EventMap & { error: { error: unknown } }> {
+export abstract class WatchedCache<E extends EventMap & { error: { error: unknown } }> implements GroupMember {
   protected closed = false;
   protected readonly log: Logger;
   private emitter: CacheEmitter<E> | undefined;
@@ -96,9 +141,6 @@ export abstract class WatchedCache<E extends EventMap & { error: { error: unknow
   private loading: Promise<void> | undefined;
   private again = false;
   private group: CacheGroup | undefined;
-
-  /** Reloads; shared by every watch this cache sets on its own path (bound once, not per load). */
-  protected readonly watcher: ZkWatcher = this.onWatch.bind(this);
 
   protected constructor(
     protected readonly zk: ZkClient,
@@ -129,11 +171,27 @@ export abstract class WatchedCache<E extends EventMap & { error: { error: unknow
     return this.emitter?.listenerCount(event) ?? 0;
   }
 
+  /**
+   * The watcher of every watch this cache sets, on its path or its children's: its group's, which
+   * calls {@link onWatch} or {@link onChildWatch}. Loads run only after {@link begin} joined a group.
+   */
+  protected get watcher(): ZkWatcher {
+    return this.group!.watcher;
+  }
+
   /** One load: read, re-arm watches, emit differences. */
   protected abstract load(): Promise<void>;
 
   /** Called on resync before the reload (e.g. to reload data that is normally cached). */
   protected onResync(): void {}
+
+  /** @internal From the group: a watch on this cache's path fired. */
+  onWatch(): void {
+    if (!this.closed) void this.reload();
+  }
+
+  /** @internal From the group: a watch on a child of this cache's path fired. */
+  onChildWatch(_event: ZkWatchEvent): void {}
 
   /** Forces a full reload; used after reconnects and new sessions. */
   resync(): void {
@@ -161,7 +219,7 @@ export abstract class WatchedCache<E extends EventMap & { error: { error: unknow
     if (this.closed || this.group) return this.settled();
     let group = groups.get(this.zk);
     if (!group) groups.set(this.zk, (group = new CacheGroup(this.zk)));
-    group.caches.add(this);
+    group.add(this.path, this);
     this.group = group;
     await this.reload();
   }
@@ -194,10 +252,6 @@ export abstract class WatchedCache<E extends EventMap & { error: { error: unknow
     this.emitter?.fire(event, payload);
   }
 
-  private onWatch(): void {
-    if (!this.closed) void this.reload();
-  }
-
   private async runLoads(): Promise<void> {
     do {
       this.again = false;
@@ -223,8 +277,8 @@ export abstract class WatchedCache<E extends EventMap & { error: { error: unknow
   private leaveGroup(): void {
     const group = this.group;
     if (!group) return;
-    group.caches.delete(this);
-    if (group.caches.size === 0 && groups.get(this.zk) === group) {
+    group.remove(this.path, this);
+    if (group.empty && groups.get(this.zk) === group) {
       group.stop();
       groups.delete(this.zk);
     }

@@ -1,0 +1,67 @@
+/**
+ * The caches of one client share one watcher, which hands each notification to the caches of its
+ * path (and, for a child's data, to the children caches of its parent): these pin that every cache
+ * still sees what it watches when several watch the same or related paths.
+ */
+import { ChildrenCache, NodeCache } from '../../src/shared/zk';
+import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
+import { closeServices, eventually, startZooKeeper } from '../helpers/services';
+import { closeZkClients, connectZk } from '../helpers/zk';
+
+let server: ZooKeeperServer;
+
+beforeAll(async () => {
+  server = await startZooKeeper();
+});
+afterAll(closeServices);
+afterEach(async () => {
+  await closeZkClients();
+});
+
+const text = (b: Buffer): string => b.toString();
+
+describe('cache watches', () => {
+  it('two caches of one path both follow it, and one that closes leaves the other watching', async () => {
+    const zk = await connectZk(server.connectionString);
+    const first = await new NodeCache(zk, { path: '/shared', decode: text }).start();
+    const second = await new NodeCache(zk, { path: '/shared', decode: text }).start();
+    await zk.create('/shared', 'one');
+    await eventually(() => expect([first.value, second.value]).toEqual(['one', 'one']));
+    await first.close();
+    await zk.set('/shared', 'two');
+    await eventually(() => expect(second.value).toBe('two'));
+    expect(first.value).toBe('one');
+    await second.close();
+  });
+
+  it('a node cache of a child and the children cache of its parent both see the child change', async () => {
+    const zk = await connectZk(server.connectionString);
+    await zk.ensurePath('/parent');
+    await zk.create('/parent/a', 'one');
+    const children = await new ChildrenCache(zk, { path: '/parent', decode: text }).start();
+    const child = await new NodeCache(zk, { path: '/parent/a', decode: text }).start();
+    const names = await new ChildrenCache(zk, { path: '/parent' }).start();
+    const changed: string[] = [];
+    children.on('changed', (entry) => changed.push(`${entry.name}:${entry.data}`));
+    await zk.set('/parent/a', 'two');
+    await eventually(() => expect([children.get('a')?.data, child.value]).toEqual(['two', 'two']));
+    expect(changed).toEqual(['a:two']);
+    await zk.create('/parent/b', 'three');
+    await eventually(() => expect([children.names(), names.names()]).toEqual([['a', 'b'], ['a', 'b']]));
+    await zk.delete('/parent/a');
+    await eventually(() => expect([children.names(), names.names(), child.exists]).toEqual([['b'], ['b'], false]));
+    await Promise.all([children.close(), child.close(), names.close()]);
+  });
+
+  it('caches of different clients do not share a watcher', async () => {
+    const one = await connectZk(server.connectionString);
+    const other = await connectZk(server.connectionString, { namespace: one.options.namespace });
+    const a = await new NodeCache(one, { path: '/flag', decode: text }).start();
+    const b = await new NodeCache(other, { path: '/flag', decode: text }).start();
+    await a.close();
+    await one.create('/flag', 'up');
+    await eventually(() => expect(b.value).toBe('up'));
+    expect(a.exists).toBe(false);
+    await b.close();
+  });
+});
