@@ -13,7 +13,7 @@ import { ChildrenCache, type ZkClient } from '../shared/zk';
 import { FailoverCoordinator, findOrphanedQueues, type MissedItem, type MoveReason } from './failover';
 import { FireDispatcher, type FirePlan, type JobState, type SkipReason } from './fire-dispatcher';
 import { FireTimer, systemClock, type Clock, type DueJob, type FireSchedule } from './fire-timer';
-import { JobView, type JobViewEvents, type LiveInstance } from './job-view';
+import { JobView, type JobViewListener, type LiveInstance } from './job-view';
 import { LeaderElection } from './leader-election';
 import { QueuePool, REQUEST_RETENTION_MS } from './queue-pool';
 
@@ -136,9 +136,17 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   private waitingTick: WaitingTick | undefined;
   private generation = 0;
   private closing: Promise<void> | undefined;
-  /** Every job view's instance handlers (one pair for all views). */
+  /** Every job view's handlers (one set for all views). */
   private readonly onInstanceLost = ({ instanceId, info }: LiveInstance): void => this.scheduleMove(instanceId, info.queue, 'lost');
   private readonly onInstanceDraining = ({ instanceId, info }: LiveInstance): void => this.scheduleMove(instanceId, info.queue, 'draining');
+  private readonly onViewConfig: JobViewListener<'config:changed'> = ({ config, previous }, view) => this.onConfig(view.job, config, previous);
+  private readonly onViewInvalid: JobViewListener<'config:invalid'> = ({ error }, view) => this.emit('job:invalid', { job: view.job, error });
+  private readonly onViewReshard: JobViewListener<'reshard:needed'> = ({ reason }, view) => {
+    const state = this.jobs.get(view.job);
+    if (state?.view !== view) return;
+    state.needsReshard = true;
+    this.log.debug({ job: view.job, reason }, 'resharding at the next fire');
+  };
 
   constructor(private readonly options: LeaderServiceOptions) {
     const log = (options.logger ?? silentLogger).child({ component: 'leader', instanceId: options.instanceId });
@@ -254,13 +262,13 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     const view = new JobView(this.options.zk, name, this.log);
     const state: JobState = { view, assignment: undefined, needsReshard: true, ledgerReady: false };
     this.jobs.set(name, state);
-    // Bound methods and handlers shared by every view, not closures: this runs for each of
-    // thousands of jobs, and a closure (with its context) costs several times a bound function.
-    view.on('config:changed', this.onViewConfig.bind(this, state));
-    view.on('config:invalid', this.onViewInvalid.bind(this, state));
+    // Handlers shared by every view (a view hands its listeners itself), not closures or bound
+    // functions: this runs for each of thousands of jobs.
+    view.on('config:changed', this.onViewConfig);
+    view.on('config:invalid', this.onViewInvalid);
     view.on('instance:removed', this.onInstanceLost);
     view.on('instance:draining', this.onInstanceDraining);
-    view.on('reshard:needed', this.onViewReshard.bind(this, state));
+    view.on('reshard:needed', this.onViewReshard);
     await view.start();
     if (generation !== this.generation) return view.close();
     const ledger = await this.readLedger(name, state);
@@ -279,19 +287,6 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.unlaid.delete(name);
     this.timer?.unschedule(name);
     await state?.view.close();
-  }
-
-  private onViewConfig(state: JobState, { config, previous }: JobViewEvents['config:changed']): void {
-    this.onConfig(state.view.job, config, previous);
-  }
-
-  private onViewInvalid(state: JobState, { error }: JobViewEvents['config:invalid']): void {
-    this.emit('job:invalid', { job: state.view.job, error });
-  }
-
-  private onViewReshard(state: JobState, { reason }: JobViewEvents['reshard:needed']): void {
-    state.needsReshard = true;
-    this.log.debug({ job: state.view.job, reason }, 'resharding at the next fire');
   }
 
   private onConfig(job: string, config: JobConfig, previous: JobConfig | undefined): void {
