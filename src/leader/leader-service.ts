@@ -111,7 +111,11 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   private readonly clock: Clock;
   private readonly lateToleranceMs: number;
   private readonly jobs = new Map<string, JobState>();
-  /** The load of each job view, shared by the cache event and the activation that awaits it. */
+  /**
+   * The load of each job view while it runs, shared by the cache event and the activation that
+   * awaits it. Dropped once done (a job in `jobs` is loaded or loading): 10,000 settled promises
+   * and their map cost a megabyte.
+   */
   private readonly loading = new Map<string, Promise<void>>();
   private jobsCache: ChildrenCache | undefined;
   private timer: FireTimer | undefined;
@@ -251,7 +255,12 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     if (!isValidJobName(name) || generation !== this.generation) return Promise.resolve();
     let loading = this.loading.get(name);
     if (!loading) {
-      loading = this.loadJob(name, generation).catch((err) => this.log.error({ err, job: name }, 'could not load job'));
+      if (this.jobs.has(name)) return Promise.resolve();
+      loading = this.loadJob(name, generation)
+        .catch((err) => this.log.error({ err, job: name }, 'could not load job'))
+        .finally(() => {
+          if (this.loading.get(name) === loading) this.loading.delete(name);
+        });
       this.loading.set(name, loading);
     }
     return loading;
