@@ -62,8 +62,11 @@ export class FailoverCoordinator {
     }
     for (const [job, requests] of byJob) await this.moveRequests(job, from, requests, reason);
     if (reason === 'draining') {
-      // Moved requests must not run on the draining instance too.
-      await Promise.all(jobs.filter((j) => !('processedOn' in j && j.processedOn)).map((j) => queue.remove(j.id!).catch(() => 0)));
+      // Moved requests must not run on the draining instance too, nor move a second time, to
+      // another instance, when it leaves: all of them go, put-back ones (taken once, so with a
+      // processedOn) included. The instance stopped taking requests before it said it was
+      // draining, so none of them is taken meanwhile.
+      await Promise.all(jobs.map((j) => queue.remove(j.id!).catch(() => 0)));
       return;
     }
     await queue.obliterate({ force: true });

@@ -1,0 +1,105 @@
+/**
+ * FailoverCoordinator.moveQueue against real ZooKeeper and Redis: what a draining instance's queue
+ * keeps after its waiting requests moved, and what is left to move when it then leaves.
+ */
+import { Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { RedisServer } from '../../src/dev/redis-server';
+import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
+import { FailoverCoordinator } from '../../src/leader/failover';
+import type { JobState } from '../../src/leader/fire-dispatcher';
+import { QueuePool } from '../../src/leader/queue-pool';
+import type { ExecutionRequest } from '../../src/shared/execution-request';
+import { createLogger } from '../../src/shared/logger';
+import { QUEUE_PREFIX } from '../../src/shared/queue-names';
+import { createRedisConnection } from '../../src/shared/redis-connection';
+import type { ZkClient } from '../../src/shared/zk';
+import { closeServices, startRedis, startZooKeeper } from '../helpers/services';
+import { closeZkClients, connectZk } from '../helpers/zk';
+
+let zkServer: ZooKeeperServer;
+let redisServer: RedisServer;
+let zk: ZkClient;
+let redis: Redis;
+let pool: QueuePool;
+
+beforeAll(async () => {
+  [zkServer, redisServer] = await Promise.all([startZooKeeper(), startRedis()]);
+});
+
+afterAll(async () => {
+  await closeServices();
+});
+
+beforeEach(async () => {
+  zk = await connectZk(zkServer.connectionString);
+  await zk.ensurePath('/fence');
+  redis = createRedisConnection(redisServer.url);
+  pool = new QueuePool(redis);
+});
+
+afterEach(async () => {
+  await pool.close();
+  redis.disconnect();
+  await closeZkClients();
+});
+
+const JOB = 'drained';
+
+/** A coordinator whose job has two instances: `a` (leaving, queue q-a) and `b` (queue q-b). */
+function coordinator(moved: string[]): FailoverCoordinator {
+  const view = {
+    config: { failover: true },
+    eligibleInstances: () => [
+      { instanceId: 'a', info: { queue: 'q-a' } },
+      { instanceId: 'b', info: { queue: 'q-b' } },
+    ],
+  };
+  const state = { view, assignment: undefined, needsReshard: false, ledgerReady: true } as unknown as JobState;
+  return new FailoverCoordinator({
+    zk,
+    queues: pool,
+    jobs: () => new Map([[JOB, state]]),
+    fence: () => ({ path: '/fence', version: 0 }),
+    epoch: () => 1,
+    log: createLogger({ level: 'silent' }),
+    onMoved: (request, target) => moved.push(`${request.item}@${request.fireTime}->${target}`),
+    onMissed: () => undefined,
+  });
+}
+
+const request = (item: number, fireTime: number): ExecutionRequest => ({ job: JOB, item, fireTime, source: 'NORMAL', epoch: 1 });
+
+describe('FailoverCoordinator.moveQueue (real ZooKeeper and Redis)', () => {
+  it('a draining queue keeps none of the requests it moved, put-back ones included, so leaving moves nothing twice', async () => {
+    const fire = Date.now() - 1_000;
+    await pool.enqueue(new Map([['q-a', [request(0, fire), request(1, fire)]]]));
+    // Item 1 is taken and put back, as a worker does with a request it aborted: it is waiting
+    // again, with processedOn set.
+    const connection = createRedisConnection(redisServer.url);
+    const worker = new Worker('q-a', null, { connection, prefix: QUEUE_PREFIX, autorun: false });
+    const token = 'test-token';
+    const taken: Job[] = [];
+    try {
+      for (let job = await worker.getNextJob(token); job; job = await worker.getNextJob(token)) taken.push(job);
+      for (const job of taken) await job.moveToWait(token);
+    } finally {
+      await worker.close();
+      connection.disconnect();
+    }
+    expect(taken.map((j) => j.data.item).sort()).toEqual([0, 1]);
+    const putBack = await pool.get('q-a').getJobs(['wait']);
+    expect(putBack.every((j) => Boolean(j.processedOn))).toBe(true);
+
+    const moved: string[] = [];
+    await coordinator(moved).moveQueue('a', 'q-a', 'draining');
+    expect(moved.sort()).toEqual([`0@${fire}->b`, `1@${fire}->b`]);
+    expect(await pool.get('q-a').getJobs(['wait', 'delayed', 'prioritized'])).toEqual([]);
+
+    // The instance leaves: nothing is left to move a second time.
+    await coordinator(moved).moveQueue('a', 'q-a', 'lost');
+    expect(moved).toHaveLength(2);
+    const onB = await pool.get('q-b').getJobs(['wait']);
+    expect(onB.map((j) => (j.data as ExecutionRequest).item).sort()).toEqual([0, 1]);
+  });
+});
