@@ -83,6 +83,9 @@ describe('ZkClient operations', () => {
     await zk.create('/e', '', 'ephemeral');
     await expect(zk.create('/e/child')).rejects.toMatchObject({ code: ErrorCodes.ZK_NO_CHILDREN_FOR_EPHEMERALS });
     await expect(zk.get('relative')).rejects.toMatchObject({ code: ErrorCodes.ZK_BAD_ARGUMENTS });
+    // A multi with a path ZooKeeper would refuse is refused before anything is sent, naming it.
+    await expect(zk.multi().create('/ok').delete('/n//child').commit()).rejects.toMatchObject({ code: ErrorCodes.ZK_BAD_ARGUMENTS, message: expect.stringContaining('/n//child') });
+    expect(await zk.exists('/ok')).toBeNull();
   });
 
   it('reports the owner session of ephemeral nodes', async () => {

@@ -7,7 +7,7 @@ import { isRetryable, toZkError, ZkError } from './zk-errors';
 import { ZkMulti, type ZkOp, type ZkOpResult } from './zk-multi';
 import { ZkNamespace } from './zk-namespace';
 import { ZkSession } from './zk-session';
-import { multiResults, sendTransaction } from './zk-transaction';
+import { multiRequest, multiResults, sendTransaction } from './zk-transaction';
 import type { MultiOpResult } from './zk-wire';
 import { toBuffer, toZkStat, type ZkCreateMode, type ZkData, type ZkStat, type ZkWatcher } from './zk-types';
 
@@ -283,7 +283,8 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   private async commit(ops: readonly ZkOp[], fenced: boolean, boundTo?: string): Promise<ZkOpResult[]> {
     if (ops.length === 0) return [];
     // A multi is not idempotent (creates, sequential nodes): never retried here.
-    const results = await this.run<MultiOpResult[]>('multi', undefined, (raw, cb) => sendTransaction(raw, this.ns, ops, cb), false, boundTo);
+    const request = multiRequest(this.ns, ops);
+    const results = await this.run<MultiOpResult[]>('multi', undefined, (raw, cb) => sendTransaction(raw, request, cb), false, boundTo);
     return multiResults(results, ops, fenced, this.ns);
   }
 

@@ -1,10 +1,10 @@
 import type * as zookeeper from 'node-zookeeper-client';
-import { ErrorCodes } from '../errors';
+import { ErrorCodes, ShardcronError } from '../errors';
 import { namedZkCode, ZkError } from './zk-errors';
 import type { ZkOp, ZkOpResult } from './zk-multi';
 import type { ZkNamespace } from './zk-namespace';
 import { toBuffer } from './zk-types';
-import { MultiRequest, queueMulti, type MultiOpResult, type RawAcl, type WireOp } from './zk-wire';
+import { isValidPath, MultiRequest, queueMulti, type MultiOpResult, type RawAcl, type WireOp } from './zk-wire';
 
 const EMPTY = Buffer.alloc(0);
 
@@ -16,17 +16,24 @@ function wireOp(op: ZkOp, ns: ZkNamespace): WireOp {
 }
 
 /**
- * Sends `ops` as one transaction on `raw`. `done` gets an error only when the request itself
- * failed (no per-op results); a transaction the server refused is an outcome, read by
- * {@link multiResults}. Throws (before sending) on a path ZooKeeper would refuse.
+ * `ops` as one multi request, with absolute paths. Throws ZK_BAD_ARGUMENTS, naming the path, on a
+ * path ZooKeeper would refuse: before anything is sent.
  */
-export function sendTransaction(
-  raw: zookeeper.Client,
-  ns: ZkNamespace,
-  ops: readonly ZkOp[],
-  done: (err: unknown, results?: MultiOpResult[]) => void,
-): void {
-  const request = new MultiRequest(ops.map((op) => wireOp(op, ns)));
+export function multiRequest(ns: ZkNamespace, ops: readonly ZkOp[]): MultiRequest {
+  const wire = ops.map((op) => wireOp(op, ns));
+  try {
+    return new MultiRequest(wire);
+  } catch (err) {
+    const bad = wire.find((op) => !isValidPath(op.path));
+    throw new ShardcronError(ErrorCodes.ZK_BAD_ARGUMENTS, `invalid ZooKeeper path ${JSON.stringify(bad?.path)}: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * Sends `request` on `raw`. `done` gets an error only when the request itself failed (no per-op
+ * results); a transaction the server refused is an outcome, read by {@link multiResults}.
+ */
+export function sendTransaction(raw: zookeeper.Client, request: MultiRequest, done: (err: unknown, results?: MultiOpResult[]) => void): void {
   queueMulti(raw, request, (err, response) => (err ? done(err) : done(null, response?.payload?.results ?? [])));
 }
 

@@ -67,6 +67,16 @@ export type WireOp =
   | { type: 'set'; path: string; data: Buffer; version: number }
   | { type: 'create'; path: string; data: Buffer; acls: readonly RawAcl[]; flags: number };
 
+/** Whether the library would send `path` (absolute, no empty or relative segment, no trailing '/'). */
+export function isValidPath(path: string): boolean {
+  try {
+    validatePath(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const OP_CODE = { check: CHECK, delete: DELETE, set: SET_DATA, create: CREATE } as const;
 /** A multi header: type (int), done (boolean), err (int). */
 const MULTI_HEADER_BYTES = 9;
@@ -103,6 +113,7 @@ export class MultiRequest {
   readonly header = { xid: 0, type: MULTI };
   private chroot = '';
 
+  /** Throws, as the library does, on a path ZooKeeper would refuse. */
   constructor(private readonly ops: readonly WireOp[]) {
     for (const op of ops) validatePath(op.path);
   }
