@@ -197,6 +197,7 @@ export function spawnShardcron(group: ProcessGroup, o: ShardcronNodeOptions, rea
     BENCH_JOBS: JSON.stringify(o.jobs ?? []),
     BENCH_EVENTS: (o.events ?? []).join(','),
     ...(process.env.BENCH_HEAP_GROWTH_PERCENT !== undefined && { SHARDCRON_HEAP_GROWTH_PERCENT: process.env.BENCH_HEAP_GROWTH_PERCENT }),
+    ...(process.env.BENCH_PREFETCH !== undefined && { SHARDCRON_PREFETCH: process.env.BENCH_PREFETCH }),
     // As the Docker image runs shardcron (see the Dockerfile); BENCH_MALLOC_ARENA_MAX=glibc leaves glibc's default.
     ...(process.env.BENCH_MALLOC_ARENA_MAX !== 'glibc' && { MALLOC_ARENA_MAX: process.env.BENCH_MALLOC_ARENA_MAX ?? '2' }),
   }, readyTimeoutMs);
