@@ -1,5 +1,5 @@
 import * as zookeeper from 'node-zookeeper-client';
-import { MultiRequest, readStat, type RawAcl, type WireOp } from '../../src/shared/zk/zk-wire';
+import { installSocketDataFix, MultiRequest, readStat, type RawAcl, type WireOp } from '../../src/shared/zk/zk-wire';
 
 // The library's own records, to hold our bytes against.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -156,5 +156,40 @@ describe('multi answers', () => {
     expect(at('0000000000000001')).toBe('1');
     expect(at('0100000000000000')).toBe('100000000000000');
     expect(at('1000000000000000')).toBe('1000000000000000');
+  });
+});
+
+describe('socket reads holding many answers', () => {
+  /** `count` ping answers (reply header: xid -2, zxid, err 0), each behind its length. */
+  function pings(count: number): Buffer {
+    const one = Buffer.alloc(20);
+    one.writeInt32BE(16, 0);
+    one.writeInt32BE(-2, 4);
+    return Buffer.concat(Array.from({ length: count }, () => one));
+  }
+
+  /** A client's connection, never connected, in the state where it reads answers. */
+  function connection() {
+    const client = zookeeper.createClient('127.0.0.1:1');
+    expect(installSocketDataFix(client)).toBe(true);
+    const manager = (client as unknown as { connectionManager: { state: number; pendingBuffer: Buffer | null; onSocketData(b: Buffer): void } }).connectionManager;
+    manager.state = 2; // CONNECTED
+    return manager;
+  }
+
+  it('reads 100,000 answers of one read without a stack frame per answer', () => {
+    const manager = connection();
+    // The library's own handler calls itself once per answer: this many overflow the stack.
+    expect(() => manager.onSocketData(pings(100_000))).not.toThrow();
+    expect(manager.pendingBuffer).toBeNull();
+  });
+
+  it('keeps a partial answer at the end of a read for the next one', () => {
+    const manager = connection();
+    const partial = pings(1).subarray(0, 7);
+    manager.onSocketData(Buffer.concat([pings(3), partial]));
+    expect(manager.pendingBuffer?.equals(partial)).toBe(true);
+    manager.onSocketData(pings(1).subarray(7));
+    expect(manager.pendingBuffer).toBeNull();
   });
 });
