@@ -49,28 +49,43 @@ export class FailoverCoordinator {
     const queue = this.deps.queues.get(queueName);
     const states = reason === 'lost' ? [...PENDING_STATES, 'active' as const] : [...PENDING_STATES];
     const jobs = await queue.getJobs(states);
-    const byJob = new Map<string, ExecutionRequest[]>();
+    const byJob = new Map<string, { requests: ExecutionRequest[]; ids: string[] }>();
+    const malformed: string[] = [];
     for (const job of jobs) {
       const parsed = executionRequestSchema.safeParse(job.data);
       if (!parsed.success) {
         this.deps.log.warn({ queue: queueName, id: job.id }, 'malformed request in a failed queue; dropped');
+        malformed.push(job.id!);
         continue;
       }
-      const list = byJob.get(parsed.data.job) ?? [];
-      list.push(parsed.data);
-      byJob.set(parsed.data.job, list);
+      let entry = byJob.get(parsed.data.job);
+      if (!entry) byJob.set(parsed.data.job, (entry = { requests: [], ids: [] }));
+      entry.requests.push(parsed.data);
+      entry.ids.push(job.id!);
     }
-    for (const [job, requests] of byJob) await this.moveRequests(job, from, requests, reason);
-    if (reason === 'draining') {
+    if (reason === 'draining') await this.removeFromDraining(queue, from, malformed);
+    for (const [job, { requests, ids }] of byJob) {
+      await this.moveRequests(job, from, requests, reason);
       // Moved requests must not run on the draining instance too, nor move a second time, to
       // another instance, when it leaves: all of them go, put-back ones (taken once, so with a
-      // processedOn) included. The instance stopped taking requests before it said it was
-      // draining, so none of them is taken meanwhile.
-      await Promise.all(jobs.map((j) => queue.remove(j.id!).catch(() => 0)));
-      return;
+      // processedOn) included, each job's right after its move, so that a move failing later
+      // leaves none moved behind.
+      if (reason === 'draining') await this.removeFromDraining(queue, from, ids);
     }
+    if (reason === 'draining') return;
     await queue.obliterate({ force: true });
     this.deps.log.info({ queue: queueName, from, moved: jobs.length }, 'lost instance queue emptied and removed');
+  }
+
+  /**
+   * Removes requests from a draining instance's queue. The instance stopped taking requests before
+   * it said it was draining; one it took anyway (BullMQ refuses to remove a locked job) is logged:
+   * its item may run there as well as where it was moved.
+   */
+  private async removeFromDraining(queue: ReturnType<QueuePool['get']>, from: string, ids: readonly string[]): Promise<void> {
+    const removed = await Promise.all(ids.map((id) => queue.remove(id).catch(() => 0)));
+    const kept = ids.filter((_, i) => removed[i] !== 1);
+    if (kept.length > 0) this.deps.log.warn({ queue: queue.name, from, ids: kept }, 'moved requests the draining instance took meanwhile; they may run twice');
   }
 
   /** Finishes the intents a previous leader left (flow 7); the moves dedupe by job id. */
