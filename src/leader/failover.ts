@@ -65,12 +65,12 @@ export class FailoverCoordinator {
     }
     if (reason === 'draining') await this.removeFromDraining(queue, from, malformed);
     for (const [job, { requests, ids }] of byJob) {
-      await this.moveRequests(job, from, requests, reason);
+      const moved = await this.moveRequests(job, from, requests, reason);
       // Moved requests must not run on the draining instance too, nor move a second time, to
       // another instance, when it leaves: all of them go, put-back ones (taken once, so with a
       // processedOn) included, each job's right after its move, so that a move failing later
       // leaves none moved behind.
-      if (reason === 'draining') await this.removeFromDraining(queue, from, ids);
+      if (reason === 'draining' && moved) await this.removeFromDraining(queue, from, ids);
     }
     if (reason === 'draining') return;
     await queue.obliterate({ force: true });
@@ -126,18 +126,28 @@ export class FailoverCoordinator {
     }
   }
 
-  private async moveRequests(job: string, from: string, requests: ExecutionRequest[], reason: MoveReason): Promise<void> {
+  /**
+   * Moves `requests` to live instances of `job`, or reports them missed when they cannot run
+   * (failover off, nowhere to run). Returns false when it left them where they are: a draining
+   * instance's requests with nowhere to go stay in its queue, and move (or are reported) when it
+   * leaves, once another instance may have come.
+   */
+  private async moveRequests(job: string, from: string, requests: ExecutionRequest[], reason: MoveReason): Promise<boolean> {
     const state = this.deps.jobs().get(job);
     const config = state?.view.config;
     if (reason === 'lost' && !config?.failover) {
       for (const r of requests) this.deps.onMissed({ job, item: r.item, fireTime: r.fireTime, from, reason: 'failover-off' });
-      return;
+      return true;
     }
     const targets = (state?.view.eligibleInstances() ?? []).filter((i) => i.instanceId !== from);
+    if (targets.length === 0 && reason === 'draining') {
+      this.deps.log.warn({ job, from, items: requests.map((r) => r.item) }, 'no other live instance for a draining instance\'s items; they move when it leaves');
+      return false;
+    }
     if (targets.length === 0) {
       this.deps.log.warn({ job, from, items: requests.map((r) => r.item) }, 'no live instance to take the items; they run at the next fire');
       for (const r of requests) this.deps.onMissed({ job, item: r.item, fireTime: r.fireTime, from, reason: 'failover-off' });
-      return;
+      return true;
     }
     const load = await this.loads(targets.map((t) => t.info.queue));
     const pick = () => {
@@ -168,6 +178,7 @@ export class FailoverCoordinator {
     const tx = this.deps.zk.fencedMulti(this.deps.fence());
     for (const item of intents.keys()) tx.delete(registryPaths.leaderFailoverItem(job, item));
     await tx.commit();
+    return true;
   }
 
   private async writeIntents(job: string, intents: ReadonlyMap<number, FailoverIntent>): Promise<void> {

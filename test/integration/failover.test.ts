@@ -35,6 +35,7 @@ beforeEach(async () => {
   zk = await connectZk(zkServer.connectionString);
   await zk.ensurePath('/fence');
   redis = createRedisConnection(redisServer.url);
+  await redis.flushdb();
   pool = new QueuePool(redis);
 });
 
@@ -46,14 +47,15 @@ afterEach(async () => {
 
 const JOB = 'drained';
 
-/** A coordinator whose job has two instances: `a` (leaving, queue q-a) and `b` (queue q-b). */
-function coordinator(moved: string[]): FailoverCoordinator {
+/** A coordinator whose job has instance `a` (leaving, queue q-a) and, unless `alone`, `b` (queue q-b). */
+function coordinator(moved: string[], missed: string[] = [], alone = false): FailoverCoordinator {
+  const instances = [
+    { instanceId: 'a', info: { queue: 'q-a' } },
+    { instanceId: 'b', info: { queue: 'q-b' } },
+  ];
   const view = {
     config: { failover: true },
-    eligibleInstances: () => [
-      { instanceId: 'a', info: { queue: 'q-a' } },
-      { instanceId: 'b', info: { queue: 'q-b' } },
-    ],
+    eligibleInstances: () => (alone ? instances.slice(0, 1) : instances),
   };
   const state = { view, assignment: undefined, needsReshard: false, ledgerReady: true } as unknown as JobState;
   return new FailoverCoordinator({
@@ -64,7 +66,7 @@ function coordinator(moved: string[]): FailoverCoordinator {
     epoch: () => 1,
     log: createLogger({ level: 'silent' }),
     onMoved: (request, target) => moved.push(`${request.item}@${request.fireTime}->${target}`),
-    onMissed: () => undefined,
+    onMissed: (m) => missed.push(`${m.item}@${m.fireTime}`),
   });
 }
 
@@ -100,5 +102,20 @@ describe('FailoverCoordinator.moveQueue (real ZooKeeper and Redis)', () => {
     expect(moved).toHaveLength(2);
     const onB = await pool.get('q-b').getJobs(['wait']);
     expect(onB.map((j) => (j.data as ExecutionRequest).item).sort()).toEqual([0, 1]);
+  });
+
+  it('a draining instance with nowhere to send its requests keeps them; they move when it leaves', async () => {
+    const fire = Date.now() - 1_000;
+    await pool.enqueue(new Map([['q-a', [request(0, fire), request(1, fire)]]]));
+    const moved: string[] = [];
+    const missed: string[] = [];
+    await coordinator(moved, missed, true).moveQueue('a', 'q-a', 'draining');
+    expect({ moved, missed }).toEqual({ moved: [], missed: [] });
+    expect(await pool.get('q-a').getJobs(['wait'])).toHaveLength(2);
+
+    // Another instance has come by the time the draining one leaves.
+    await coordinator(moved, missed).moveQueue('a', 'q-a', 'lost');
+    expect(moved.sort()).toEqual([`0@${fire}->b`, `1@${fire}->b`]);
+    expect(missed).toEqual([]);
   });
 });
