@@ -20,8 +20,8 @@ function libraryBytes(ops: readonly WireOp[], xid: number, chroot?: string): Buf
   // A client that never connects: only its transaction builder is used.
   const tx = zookeeper.createClient('127.0.0.1:1').transaction() as unknown as LibraryTransaction;
   for (const op of ops) {
-    if (op.type === 'create') tx.create(op.path, op.data, op.acls, op.flags);
-    else if (op.type === 'set') tx.setData(op.path, op.data, op.version);
+    if (op.type === 'create') tx.create(op.path, Buffer.from(op.data), op.acls, op.flags);
+    else if (op.type === 'set') tx.setData(op.path, Buffer.from(op.data), op.version);
     else if (op.type === 'check') tx.check(op.path, op.version);
     else tx.remove(op.path, op.version);
     // The library turns version 0 into -1 (`version || -1`): put the real one back, as we send it.
@@ -41,6 +41,8 @@ const ops: WireOp[] = [
   { type: 'create', path: '/ns/jobs/ü/empty', data: Buffer.alloc(0), acls: acls.CREATOR_ALL_ACL, flags: 0 },
   { type: 'set', path: '/ns/jobs/a/sharding/3', data: Buffer.from('[1700000000000]'), version: -1 },
   { type: 'set', path: '/ns/jobs/a/sharding/4', data: Buffer.alloc(0), version: 7 },
+  { type: 'set', path: '/ns/jobs/a/sharding/5', data: 'données [1700000000000]', version: 2 },
+  { type: 'create', path: '/ns/jobs/a/sharding/5/running', data: 'inst-2@hôte', acls: acls.OPEN_ACL_UNSAFE, flags: 1 },
   { type: 'delete', path: '/ns/jobs/a/sharding/3/running', version: -1 },
   { type: 'delete', path: '/ns/jobs/a/sharding/3/misfire', version: 0 },
 ];

@@ -7,8 +7,8 @@ import { isRetryable, toZkError, ZkError } from './zk-errors';
 import { ZkMulti, type ZkOp, type ZkOpResult } from './zk-multi';
 import { ZkNamespace } from './zk-namespace';
 import { ZkSession } from './zk-session';
-import { multiRequest, multiResults, sendTransaction } from './zk-transaction';
-import type { MultiOpResult } from './zk-wire';
+import { multiRequest, multiResults } from './zk-transaction';
+import { queueMulti, type MultiOpResult } from './zk-wire';
 import { toBuffer, toZkStat, type ZkCreateMode, type ZkData, type ZkStat, type ZkWatcher } from './zk-types';
 
 /** How to reach ZooKeeper and how hard to try. */
@@ -284,7 +284,7 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
     if (ops.length === 0) return [];
     // A multi is not idempotent (creates, sequential nodes): never retried here.
     const request = multiRequest(this.ns, ops);
-    const results = await this.run<MultiOpResult[]>('multi', undefined, (raw, cb) => sendTransaction(raw, request, cb), false, boundTo);
+    const results = await this.run<MultiOpResult[]>('multi', undefined, (raw, cb) => queueMulti(raw, request, cb), false, boundTo);
     return multiResults(results, ops, fenced, this.ns);
   }
 

@@ -1,17 +1,15 @@
-import type * as zookeeper from 'node-zookeeper-client';
-import { ErrorCodes, ShardcronError } from '../errors';
+import { ErrorCodes } from '../errors';
 import { namedZkCode, ZkError } from './zk-errors';
 import type { ZkOp, ZkOpResult } from './zk-multi';
 import type { ZkNamespace } from './zk-namespace';
-import { toBuffer } from './zk-types';
-import { isValidPath, MultiRequest, queueMulti, type MultiOpResult, type RawAcl, type WireOp } from './zk-wire';
+import { MultiRequest, type MultiOpResult, type RawAcl, type WireOp } from './zk-wire';
 
 const EMPTY = Buffer.alloc(0);
 
 function wireOp(op: ZkOp, ns: ZkNamespace): WireOp {
   const path = ns.abs(op.path);
-  if (op.type === 'create') return { type: 'create', path, data: toBuffer(op.data) ?? EMPTY, acls: ns.acls as unknown as RawAcl[], flags: ns.mode(op.mode) };
-  if (op.type === 'set') return { type: 'set', path, data: toBuffer(op.data) ?? EMPTY, version: op.version };
+  if (op.type === 'create') return { type: 'create', path, data: op.data ?? EMPTY, acls: ns.acls as unknown as RawAcl[], flags: ns.mode(op.mode) };
+  if (op.type === 'set') return { type: 'set', path, data: op.data ?? EMPTY, version: op.version };
   return { type: op.type, path, version: op.version };
 }
 
@@ -20,21 +18,7 @@ function wireOp(op: ZkOp, ns: ZkNamespace): WireOp {
  * path ZooKeeper would refuse: before anything is sent.
  */
 export function multiRequest(ns: ZkNamespace, ops: readonly ZkOp[]): MultiRequest {
-  const wire = ops.map((op) => wireOp(op, ns));
-  try {
-    return new MultiRequest(wire);
-  } catch (err) {
-    const bad = wire.find((op) => !isValidPath(op.path));
-    throw new ShardcronError(ErrorCodes.ZK_BAD_ARGUMENTS, `invalid ZooKeeper path ${JSON.stringify(bad?.path)}: ${(err as Error).message}`);
-  }
-}
-
-/**
- * Sends `request` on `raw`. `done` gets an error only when the request itself failed (no per-op
- * results); a transaction the server refused is an outcome, read by {@link multiResults}.
- */
-export function sendTransaction(raw: zookeeper.Client, request: MultiRequest, done: (err: unknown, results?: MultiOpResult[]) => void): void {
-  queueMulti(raw, request, (err, response) => (err ? done(err) : done(null, response?.payload?.results ?? [])));
+  return new MultiRequest(ops.map((op) => wireOp(op, ns)));
 }
 
 /**

@@ -1,4 +1,5 @@
 import * as zookeeper from 'node-zookeeper-client';
+import { ErrorCodes, ShardcronError } from '../errors';
 import type { ZkStat } from './zk-types';
 
 /**
@@ -41,7 +42,7 @@ interface TransactionResponse {
 }
 
 /** What the library's connection calls with the answer to a queued request. */
-export type PacketCallback = (err: unknown, response?: { payload: TransactionResponse | null }) => void;
+type PacketCallback = (err: unknown, response?: { payload: TransactionResponse | null }) => void;
 
 /** The parts of node-zookeeper-client's ConnectionManager used here. */
 interface ConnectionManager {
@@ -61,21 +62,11 @@ export interface RawAcl {
   id: { scheme: string; id: string };
 }
 
-/** One operation in wire terms: absolute path, data, and what its kind needs. */
+/** One operation in wire terms: absolute path, data (a string is sent as UTF-8), and what its kind needs. */
 export type WireOp =
   | { type: 'check' | 'delete'; path: string; version: number }
-  | { type: 'set'; path: string; data: Buffer; version: number }
-  | { type: 'create'; path: string; data: Buffer; acls: readonly RawAcl[]; flags: number };
-
-/** Whether the library would send `path` (absolute, no empty or relative segment, no trailing '/'). */
-export function isValidPath(path: string): boolean {
-  try {
-    validatePath(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
+  | { type: 'set'; path: string; data: Buffer | string; version: number }
+  | { type: 'create'; path: string; data: Buffer | string; acls: readonly RawAcl[]; flags: number };
 
 const OP_CODE = { check: CHECK, delete: DELETE, set: SET_DATA, create: CREATE } as const;
 /** A multi header: type (int), done (boolean), err (int). */
@@ -91,7 +82,13 @@ function writeString(buffer: Buffer, offset: number, value: string): number {
   return offset + 4 + length;
 }
 
-function writeBytes(buffer: Buffer, offset: number, value: Buffer): number {
+/** Bytes of a data field: its length, then its bytes (a string written straight in as UTF-8). */
+function dataBytes(value: Buffer | string): number {
+  return typeof value === 'string' ? stringBytes(value) : 4 + value.length;
+}
+
+function writeData(buffer: Buffer, offset: number, value: Buffer | string): number {
+  if (typeof value === 'string') return writeString(buffer, offset, value);
   buffer.writeInt32BE(value.length, offset);
   value.copy(buffer, offset + 4);
   return offset + 4 + value.length;
@@ -113,9 +110,15 @@ export class MultiRequest {
   readonly header = { xid: 0, type: MULTI };
   private chroot = '';
 
-  /** Throws, as the library does, on a path ZooKeeper would refuse. */
+  /** Throws ZK_BAD_ARGUMENTS, naming the path, on a path ZooKeeper would refuse (the library's check). */
   constructor(private readonly ops: readonly WireOp[]) {
-    for (const op of ops) validatePath(op.path);
+    for (const { path } of ops) {
+      try {
+        validatePath(path);
+      } catch (err) {
+        throw new ShardcronError(ErrorCodes.ZK_BAD_ARGUMENTS, `invalid ZooKeeper path ${JSON.stringify(path)}: ${(err as Error).message}`);
+      }
+    }
   }
 
   /** The connection hands its chroot, if its connection string has one. */
@@ -135,9 +138,9 @@ export class MultiRequest {
     for (const op of this.ops) {
       size += MULTI_HEADER_BYTES + stringBytes(this.pathOf(op));
       if (op.type === 'create') {
-        size += 4 + op.data.length + 4 + 4;
+        size += dataBytes(op.data) + 4 + 4;
         for (const acl of op.acls) size += 4 + stringBytes(acl.id.scheme) + stringBytes(acl.id.id);
-      } else if (op.type === 'set') size += 4 + op.data.length + 4;
+      } else if (op.type === 'set') size += dataBytes(op.data) + 4;
       else size += 4;
     }
     const buffer = Buffer.allocUnsafe(4 + size);
@@ -149,7 +152,7 @@ export class MultiRequest {
       at = writeMultiHeader(buffer, at, OP_CODE[op.type], false);
       at = writeString(buffer, at, this.pathOf(op));
       if (op.type === 'create') {
-        at = writeBytes(buffer, at, op.data);
+        at = writeData(buffer, at, op.data);
         buffer.writeInt32BE(op.acls.length, at);
         at += 4;
         for (const acl of op.acls) {
@@ -160,7 +163,7 @@ export class MultiRequest {
         buffer.writeInt32BE(op.flags, at);
         at += 4;
       } else {
-        if (op.type === 'set') at = writeBytes(buffer, at, op.data);
+        if (op.type === 'set') at = writeData(buffer, at, op.data);
         buffer.writeInt32BE(op.version, at);
         at += 4;
       }
@@ -234,9 +237,13 @@ function decodeMultiResponse(this: TransactionResponse, buffer: Buffer, offset: 
 
 jute.TransactionResponse.prototype.deserialize = decodeMultiResponse;
 
-/** Queues `request` on `client`'s connection, as the library's own requests are. */
-export function queueMulti(client: zookeeper.Client, request: MultiRequest, callback: PacketCallback): void {
-  (client as unknown as { connectionManager: ConnectionManager }).connectionManager.queue(request, callback);
+/**
+ * Queues `request` on `client`'s connection, as the library's own requests are. `done` gets an
+ * error only when the request itself failed; a multi the server refused answers per-op codes.
+ */
+export function queueMulti(client: zookeeper.Client, request: MultiRequest, done: (err: unknown, results?: MultiOpResult[]) => void): void {
+  const connection = (client as unknown as { connectionManager: ConnectionManager }).connectionManager;
+  connection.queue(request, (err, response) => (err ? done(err) : done(null, response?.payload?.results ?? [])));
 }
 
 /**
