@@ -2,7 +2,9 @@
  * ZooKeeper clients for integration suites: short sessions, fast retries, unique namespaces,
  * and a recorder of connection events. Every client made here is closed by `closeZkClients`.
  */
+import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { ZkClient, type ZkClientOptions } from '../../src/shared/zk';
+import { closeServices, startZooKeeper } from './services';
 
 const clients = new Set<ZkClient>();
 let counter = 0;
@@ -42,4 +44,25 @@ export function recordZkEvents(client: ZkClient): string[] {
     client.on(event, () => seen.push(event));
   }
   return seen;
+}
+
+/**
+ * For a suite that needs one ZooKeeper server and its own clients: starts the server before the
+ * suite, closes the clients made by {@link connectZk} after each test and the server after the
+ * suite. Call at the top of the file; read `connectionString` inside tests.
+ */
+export function useZooKeeperServer(): { readonly connectionString: string } {
+  let server: ZooKeeperServer | undefined;
+  beforeAll(async () => {
+    server = await startZooKeeper();
+  });
+  afterEach(async () => {
+    await closeZkClients();
+  });
+  afterAll(closeServices);
+  return {
+    get connectionString() {
+      return server!.connectionString;
+    },
+  };
 }

@@ -4,19 +4,10 @@
  * still sees what it watches when several watch the same or related paths.
  */
 import { ChildrenCache, NodeCache } from '../../src/shared/zk';
-import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
-import { closeServices, eventually, startZooKeeper } from '../helpers/services';
-import { closeZkClients, connectZk } from '../helpers/zk';
+import { eventually } from '../helpers/services';
+import { connectZk, useZooKeeperServer } from '../helpers/zk';
 
-let server: ZooKeeperServer;
-
-beforeAll(async () => {
-  server = await startZooKeeper();
-});
-afterAll(closeServices);
-afterEach(async () => {
-  await closeZkClients();
-});
+const server = useZooKeeperServer();
 
 const text = (b: Buffer): string => b.toString();
 

@@ -4,31 +4,17 @@
  * the others down, reads sent behind a group see its writes, and a group bound to a session the
  * client has left is refused.
  */
-import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { ErrorCodes } from '../../src/shared/errors';
 import type { ZkClient, ZkOp } from '../../src/shared/zk';
 import { MultiBatcher } from '../../src/worker/multi-batcher';
-import { closeServices, startZooKeeper } from '../helpers/services';
-import { closeZkClients, connectZk } from '../helpers/zk';
+import { connectZk, useZooKeeperServer } from '../helpers/zk';
 
-let server: ZooKeeperServer;
+const server = useZooKeeperServer();
 let zk: ZkClient;
-
-beforeAll(async () => {
-  server = await startZooKeeper();
-});
-
-afterAll(async () => {
-  await closeServices();
-});
 
 beforeEach(async () => {
   zk = await connectZk(server.connectionString);
   await zk.ensurePath('/items');
-});
-
-afterEach(async () => {
-  await closeZkClients();
 });
 
 const create = (path: string, data = ''): ZkOp => ({ type: 'create', path, data, mode: 'ephemeral' });

@@ -1,18 +1,9 @@
 import { ErrorCodes } from '../../src/shared/errors';
 import { ChildrenCache, NodeCache, ZkClient, type ChildEntry } from '../../src/shared/zk';
-import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
-import { closeServices, eventually, startZooKeeper } from '../helpers/services';
-import { closeZkClients, connectZk, uniqueNamespace } from '../helpers/zk';
+import { eventually } from '../helpers/services';
+import { connectZk, uniqueNamespace, useZooKeeperServer } from '../helpers/zk';
 
-let server: ZooKeeperServer;
-
-beforeAll(async () => {
-  server = await startZooKeeper();
-});
-afterAll(closeServices);
-afterEach(async () => {
-  await closeZkClients();
-});
+const server = useZooKeeperServer();
 
 describe('ZkClient operations', () => {
   it('creates, reads, updates and deletes nodes relative to its namespace', async () => {
