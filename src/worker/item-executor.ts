@@ -6,7 +6,7 @@ import { formatTaskId, type ExecutionOutcome, type ExecutionStatus, type Resolve
 import type { Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry-paths';
 import { parseShardingItemParameters } from '../shared/sharding-item-parameters';
-import { isRetryable, ZkError, type ZkClient, type ZkOp, type ZkSessionOps } from '../shared/zk';
+import { isRetryable, ZkError, type ZkClient, type ZkOp, type ZkSessionOps, type ZkStat } from '../shared/zk';
 import { parseCompletedFires, withCompletedFire } from './completed-fires';
 import { MultiBatcher, type NodeRead } from './multi-batcher';
 
@@ -465,14 +465,34 @@ export class ItemExecutor {
           }
           // The answer was lost with the connection: the multi went through or not at all. Our
           // node tells which, once we are connected again: only this release deletes it.
-          const stat = await this.ctx.zk.exists(running);
-          if (this.ctx.zk.sessionId !== session.sessionId) return { ...notRecorded, unknown: true };
+          const stat = await this.existsWhileSessionLives(session, running);
+          if (stat === 'lost') return { ...notRecorded, unknown: true };
           if (!stat) return { recorded, mark: undefined };
           if (stat.ephemeralOwner !== session.sessionId) return notRecorded;
         }
       }
     } finally {
       this.unclaim(key, true);
+    }
+  }
+
+  /**
+   * Looks up `path` once the client is connected again on `session`; `lost` once it is on another
+   * session (ours expired). Connection losses are waited out for as long as the session may live: a
+   * ZooKeeper restart or a partition shorter than the session timeout keeps it, and giving up
+   * sooner reported a completion that ZooKeeper had recorded, or still could, as not recorded, and
+   * the item ran a second time (the ZooKeeper-restart chaos test caught it when the restart took
+   * longer than the connect timeout). A client closed meanwhile throws.
+   */
+  private async existsWhileSessionLives(session: ZkSessionOps, path: string): Promise<ZkStat | null | 'lost'> {
+    for (;;) {
+      if (this.ctx.zk.sessionId !== session.sessionId) return 'lost';
+      try {
+        const stat = await this.ctx.zk.exists(path);
+        return this.ctx.zk.sessionId === session.sessionId ? stat : 'lost';
+      } catch (err) {
+        if (!isRetryable(err)) throw err;
+      }
     }
   }
 
