@@ -1,3 +1,5 @@
+import { onAbort } from './abort-listeners';
+
 /**
  * Runs `task` for every item with at most `limit` running at once, in order of the items, and
  * resolves when all have settled; rejects with the first error after the others have settled.
@@ -50,17 +52,19 @@ export class Semaphore {
     const now = this.tryAcquire();
     if (now) return now;
     await new Promise<void>((resolve, reject) => {
-      const onAbort = () => {
-        const at = this.waiting.indexOf(enter);
-        if (at >= 0) this.waiting.splice(at, 1);
-        reject(signal!.reason);
-      };
+      let stopListening: (() => void) | undefined;
       const enter = () => {
-        signal?.removeEventListener('abort', onAbort);
+        stopListening?.();
         resolve();
       };
       this.waiting.push(enter);
-      signal?.addEventListener('abort', onAbort, { once: true });
+      if (signal) {
+        stopListening = onAbort(signal, () => {
+          const at = this.waiting.indexOf(enter);
+          if (at >= 0) this.waiting.splice(at, 1);
+          reject(signal.reason);
+        });
+      }
     });
     return this.releaser();
   }

@@ -1,3 +1,5 @@
+import { onAbort } from '../shared/abort-listeners';
+
 /**
  * Holds requests until their fire time with one timer per distinct wake time, not one per request:
  * every request of a fire wakes in the same timer callback, so their handlers start one after the
@@ -23,16 +25,15 @@ export class FireAlarm {
         this.arm(at);
       }
       const group = waiters;
-      const onAbort = (): void => {
-        group.delete(wake);
-        resolve(false);
-      };
       const wake = (): void => {
-        signal.removeEventListener('abort', onAbort);
+        stopListening();
         resolve(true);
       };
       group.add(wake);
-      signal.addEventListener('abort', onAbort, { once: true });
+      const stopListening = onAbort(signal, () => {
+        group.delete(wake);
+        resolve(false);
+      });
     });
   }
 

@@ -1,3 +1,4 @@
+import { onAbort } from '../shared/abort-listeners';
 import type { Semaphore } from '../shared/concurrency';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 import type { ExecutionRequest, ExecutionSource } from '../shared/execution-request';
@@ -608,7 +609,7 @@ export class ItemExecutor {
     // The handler's signal and logger are made when it first asks for them: an AbortController
     // with its listener on the worker's signal, and a pino child, cost more than a no-op handler.
     let controller: AbortController | undefined;
-    const onAbortAll = () => controller!.abort(stopAll.reason);
+    let stopListening: (() => void) | undefined;
     let log: Logger | undefined;
     const logger = () => (log ??= this.ctx.log.child({ job, item, fireTime }));
     const context: ShardingContext = {
@@ -625,7 +626,7 @@ export class ItemExecutor {
         if (!controller) {
           controller = new AbortController();
           if (stopAll.aborted) controller.abort(stopAll.reason);
-          else stopAll.addEventListener('abort', onAbortAll, { once: true });
+          else stopListening = onAbort(stopAll, () => controller!.abort(stopAll.reason));
         }
         return controller.signal;
       },
@@ -652,7 +653,7 @@ export class ItemExecutor {
       outcome = { status: stopAll.aborted ? 'aborted' : 'failed', error, durationMs: Date.now() - started };
       await this.handleError(definition, error, context, logger);
     } finally {
-      if (controller) stopAll.removeEventListener('abort', onAbortAll);
+      stopListening?.();
       // The handler is over: its place is free while the release makes its round trip.
       freePlace();
     }
