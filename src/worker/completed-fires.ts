@@ -1,23 +1,56 @@
 /**
- * Recently completed fire times of one item, kept as the data of `/{job}/sharding/{i}` (a JSON
- * array). Written only by the holder of the item's `running` node, atomically with deleting it, and
- * read by the next holder before it runs: a request that shows up again for a fire that already
- * completed (a failover racing a misfire hand-off, a replay after a crash) is skipped instead of
- * run twice. Only with monitorExecution, which provides the lock.
+ * Recently completed fire times of one item, kept as the data of `/{job}/sharding/{i}`. Written only
+ * by the holder of the item's `running` node, atomically with deleting it, and read by the next
+ * holder before it runs: a request that shows up again for a fire that already completed (a failover
+ * racing a misfire hand-off, a replay after a crash) is skipped instead of run twice. Only with
+ * monitorExecution, which provides the lock.
+ *
+ * The list is written as a JSON array whose first element is the marker `"d"`, then the oldest fire
+ * time, then each next fire time as its difference from the one before: `["d",1763776800000,1000,1000]`
+ * for three fires a second apart. A release writes it for every item it runs, so its size is most of
+ * what a worker sends ZooKeeper and what ZooKeeper logs per item: 32 whole times took about 450 bytes,
+ * the differences of a job firing every second take 174, every minute 205. An array of whole fire times
+ * (what earlier versions wrote) is still read.
  */
 
 /** How many fire times are remembered; covers any replay or failover window many times over. */
 export const COMPLETED_FIRES_KEPT = 32;
 
-/** Parses the node data; anything unreadable (written by hand, older version) counts as empty. */
+/** First element of the difference-encoded form. */
+const DELTAS = 'd';
+
+/** Parses the node data; anything unreadable (written by hand, corrupted) counts as empty. */
 export function parseCompletedFires(data: Buffer): number[] {
   if (data.length === 0) return [];
+  let value: unknown;
   try {
-    const value: unknown = JSON.parse(data.toString('utf8'));
-    return Array.isArray(value) ? value.filter((v): v is number => Number.isSafeInteger(v)) : [];
+    value = JSON.parse(data.toString('utf8'));
   } catch {
     return [];
   }
+  if (!Array.isArray(value)) return [];
+  if (value[0] !== DELTAS) return value.filter((v): v is number => Number.isSafeInteger(v));
+  const fires: number[] = [];
+  let at = 0;
+  for (let i = 1; i < value.length; i += 1) {
+    const step: unknown = value[i];
+    if (!Number.isSafeInteger(step)) return [];
+    at += step as number;
+    if (!Number.isSafeInteger(at)) return [];
+    fires.push(at);
+  }
+  return fires;
+}
+
+/** The node data for `fires` (in the order given), in the difference-encoded form. */
+export function formatCompletedFires(fires: readonly number[]): string {
+  let text = `["${DELTAS}"`;
+  let previous = 0;
+  for (const fire of fires) {
+    text += `,${fire - previous}`;
+    previous = fire;
+  }
+  return `${text}]`;
 }
 
 /** The list with `fireTime` added, newest last, at most {@link COMPLETED_FIRES_KEPT} entries. */

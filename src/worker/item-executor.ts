@@ -8,7 +8,7 @@ import type { Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry-paths';
 import { parseShardingItemParameters } from '../shared/sharding-item-parameters';
 import { isRetryable, ZkError, type ZkClient, type ZkOp, type ZkSessionOps, type ZkStat } from '../shared/zk';
-import { parseCompletedFires, withCompletedFire } from './completed-fires';
+import { formatCompletedFires, parseCompletedFires, withCompletedFire } from './completed-fires';
 import { MultiBatcher, type NodeRead } from './multi-batcher';
 
 /** A misfire mark as read: the fire it asks for, and the node version to delete it with. */
@@ -426,7 +426,7 @@ export class ItemExecutor {
       const markFree = done && mark === undefined ? hold.markFree : undefined;
       for (;;) {
         const ops: ZkOp[] = [];
-        if (done) ops.push({ type: 'set', path: itemPath, data: JSON.stringify(done), version: -1 });
+        if (done) ops.push({ type: 'set', path: itemPath, data: formatCompletedFires(done), version: -1 });
         ops.push({ type: 'delete', path: running, version: -1 });
         if (withMark) ops.push({ type: 'delete', path: registryPaths.shardingMisfire(job, item), version: mark!.version });
         const recorded = done !== undefined || withMark;

@@ -23,6 +23,7 @@ import { ItemExecutor, type EarlyLock, type ExecutionRecord } from '../../src/wo
 import { closeServices, startZooKeeper, waitFor } from '../helpers/services';
 import { closeZkClients, connectZk, recordZkEvents, uniqueNamespace } from '../helpers/zk';
 import { OP, startLink, type Link } from '../helpers/zk-relay';
+import { parseCompletedFires } from '../../src/worker/completed-fires';
 
 const JOB = 'billing';
 const ITEM = paths.shardingItem(JOB, 0);
@@ -164,7 +165,7 @@ async function layOutItem(item = 0): Promise<void> {
 /** The item's completed fires as stored in ZooKeeper. */
 async function completedList(item = 0): Promise<number[]> {
   const { data } = await admin.get(paths.shardingItem(JOB, item));
-  return data.length === 0 ? [] : (JSON.parse(data.toString()) as number[]);
+  return parseCompletedFires(data);
 }
 
 /** The session holding the item's `running` node, if any. */

@@ -1,0 +1,51 @@
+import { COMPLETED_FIRES_KEPT, formatCompletedFires, parseCompletedFires, withCompletedFire } from '../../src/worker/completed-fires';
+
+const BASE = Date.UTC(2026, 10, 22, 1, 0, 0);
+const buf = (text: string) => Buffer.from(text, 'utf8');
+
+describe('completed fires', () => {
+  it('writes the oldest fire time and then differences, and reads them back', () => {
+    const fires = [BASE, BASE + 1_000, BASE + 2_000];
+    const text = formatCompletedFires(fires);
+    expect(text).toBe(`["d",${BASE},1000,1000]`);
+    expect(parseCompletedFires(buf(text))).toEqual(fires);
+  });
+
+  it('keeps an order that is not ascending (a misfire re-run completes an older fire after a newer one)', () => {
+    const fires = [BASE + 5_000, BASE + 3_000, BASE + 60_000];
+    expect(parseCompletedFires(buf(formatCompletedFires(fires)))).toEqual(fires);
+  });
+
+  it('writes a full list of a job firing every second in 174 bytes, against 449 for whole times', () => {
+    let list: number[] = [];
+    for (let i = 0; i < 40; i += 1) list = withCompletedFire(list, BASE + i * 1_000);
+    expect(list).toHaveLength(COMPLETED_FIRES_KEPT);
+    expect(Buffer.byteLength(formatCompletedFires(list))).toBe(174);
+    expect(Buffer.byteLength(JSON.stringify(list))).toBe(449);
+    expect(parseCompletedFires(buf(formatCompletedFires(list)))).toEqual(list);
+  });
+
+  it('reads the whole-times array earlier versions wrote', () => {
+    expect(parseCompletedFires(buf(JSON.stringify([BASE, BASE + 1_000])))).toEqual([BASE, BASE + 1_000]);
+  });
+
+  it('formats an empty list, and reads empty data and the empty list as none', () => {
+    expect(formatCompletedFires([])).toBe('["d"]');
+    expect(parseCompletedFires(buf('["d"]'))).toEqual([]);
+    expect(parseCompletedFires(Buffer.alloc(0))).toEqual([]);
+  });
+
+  it('reads anything unreadable as no completed fire, never as a wrong one', () => {
+    for (const text of ['not json', '{"d":1}', '["d",1.5]', `["d",${BASE},"x"]`, `["d",${Number.MAX_SAFE_INTEGER},1]`]) {
+      expect(parseCompletedFires(buf(text))).toEqual([]);
+    }
+    // The whole-times form drops entries that are not fire times and keeps the others.
+    expect(parseCompletedFires(buf(`[${BASE},"x",1.5]`))).toEqual([BASE]);
+  });
+
+  it('adds a fire once, newest last, dropping the oldest beyond the kept count', () => {
+    expect(withCompletedFire([BASE, BASE + 1_000], BASE)).toEqual([BASE + 1_000, BASE]);
+    const full = Array.from({ length: COMPLETED_FIRES_KEPT }, (_, i) => BASE + i);
+    expect(withCompletedFire(full, BASE + 100)).toEqual([...full.slice(1), BASE + 100]);
+  });
+});
