@@ -121,7 +121,8 @@ export const TASK_ID_SEPARATOR = '@-@';
 
 /** Builds a {@link ShardingContext.taskId}: `{jobName}@-@{fireTime}@-@{shardingItem}@-@{instanceId}`. */
 export function formatTaskId(parts: Pick<ShardingContext, 'jobName' | 'fireTime' | 'shardingItem' | 'instanceId'>): string {
-  return [parts.jobName, parts.fireTime, parts.shardingItem, parts.instanceId].join(TASK_ID_SEPARATOR);
+  // A template, not an array join: it runs once per execution.
+  return `${parts.jobName}${TASK_ID_SEPARATOR}${parts.fireTime}${TASK_ID_SEPARATOR}${parts.shardingItem}${TASK_ID_SEPARATOR}${parts.instanceId}`;
 }
 
 const isFunction = (value: unknown): value is (...args: never[]) => unknown => typeof value === 'function';
