@@ -56,7 +56,8 @@ export interface WorkerServiceOptions {
    * to the leader's delivery lead ahead of it) and, with monitorExecution, for its lock and then its
    * release, each a ZooKeeper round trip. Those waits hold no handler place. Without a prefetch the
    * handlers sat idle behind round trips, and a burst's requests beyond the concurrency were taken
-   * only after the fire time, one fetch at a time.
+   * only after the fire time, one fetch at a time. Without monitorExecution a backlog of due
+   * requests is taken without the prefetch (see `adjustTaking`).
    */
   prefetch?: number;
   /**
@@ -88,6 +89,10 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private readonly log: Logger;
   private readonly registration: InstanceRegistration;
   private readonly executor: ItemExecutor;
+  /** Requests the consumers take at once: with the prefetch (`ahead`), and during a due backlog (`due`). */
+  private readonly taking: { ahead: number; due: number };
+  /** Whether the consumers take the prefetch now (see `adjustTaking`). */
+  private prefetching = true;
   /** Requests taken before their fire time wait for it here, each fire's on one timer. */
   private readonly alarm = new FireAlarm();
   private readonly definitions: ReadonlyMap<string, ResolvedJobDefinition>;
@@ -106,13 +111,16 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     super(log);
     this.log = log;
     WorkerService.checkLimits(options);
+    const { concurrency } = options;
+    const prefetch = options.prefetch ?? Math.min(MAX_DEFAULT_PREFETCH, PREFETCH_PER_HANDLER * concurrency);
+    this.taking = { ahead: concurrency + prefetch, due: concurrency + Math.min(prefetch, Math.ceil(concurrency / 4)) };
     this.definitions = new Map(options.jobs.map((d) => [d.name, d]));
     this.registration = new InstanceRegistration(options.zk, { ...options, log });
     this.executor = new ItemExecutor({
       zk: options.zk,
       instanceId: options.instanceId,
       log,
-      config: (job) => this.configCaches.get(job)?.value ?? this.definitions.get(job)!.config,
+      config: (job) => this.jobConfig(job),
       owns: (sessionId) => options.zk.sessionId === sessionId && this.withinContactDeadline(),
       abortSignal: () => this.abortAll.signal,
       handlers: new Semaphore(options.concurrency),
@@ -195,8 +203,9 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   }
 
   /**
-   * The controller every running execution (and held request) listens to: one listener each, so
-   * as many as the concurrency, not a leak (Node warns past 10 by default).
+   * The controller every running execution and held request listens to, through `onAbort` (one
+   * listener on the signal for all of them); the limit is lifted for any other listener (Node
+   * warns past 10 by default).
    */
   private static stopController(): AbortController {
     const controller = new AbortController();
@@ -231,16 +240,12 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private async startIncarnation(): Promise<void> {
     const incarnation = await this.registration.register();
     await WorkerService.closeAll(this.consumers.splice(0), true);
-    const { concurrency } = this.options;
-    const taken = concurrency + (this.options.prefetch ?? Math.min(MAX_DEFAULT_PREFETCH, PREFETCH_PER_HANDLER * concurrency));
-    const count = Math.min(taken, this.options.consumers ?? Math.min(16, Math.ceil(concurrency / 8)));
+    const count = Math.min(this.taking.ahead, this.options.consumers ?? Math.min(16, Math.ceil(this.options.concurrency / 8)));
     for (let i = 0; i < count; i += 1) {
-      // Split as evenly as it goes: 10 over 3 consumers is 4, 3, 3.
-      const share = Math.floor(taken / count) + (i < taken % count ? 1 : 0);
       const consumer = new Worker(incarnation.queue, (job, token) => this.process(job, token), {
         connection: this.connection!,
         prefix: QUEUE_PREFIX,
-        concurrency: share,
+        concurrency: WorkerService.share(this.takenNow(), count, i),
       });
       consumer.on('error', (err) => this.log.warn({ err }, 'queue consumer error'));
       this.consumers.push(consumer);
@@ -254,6 +259,41 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     await WorkerService.closeAll(this.consumers.splice(0), true).catch((err) => this.log.warn({ err }, 'closing the old consumers failed'));
   }
 
+  /** A job's config as ZooKeeper has it, or as defined until it was read. */
+  private jobConfig(job: string): JobConfig {
+    return this.configCaches.get(job)?.value ?? this.definitions.get(job)!.config;
+  }
+
+  /** Consumer `i`'s part of `total` over `count` consumers, as even as it goes (10 over 3: 4, 3, 3), at least 1. */
+  private static share(total: number, count: number, i: number): number {
+    return Math.max(1, Math.floor(total / count) + (i < total % count ? 1 : 0));
+  }
+
+  /**
+   * The prefetch is for requests ahead of their fire time: they wait for it in the worker, so that
+   * at the fire only a local timer stands before their handlers. A backlog of requests already due
+   * gains nothing from it without monitorExecution: the whole prefetch stayed in flight, each
+   * request alive for a hundred milliseconds or more, long enough to be copied by the young
+   * generation's collector and promoted. So while the consumers take due requests of such jobs they
+   * take only the handlers and a quarter more; the first request taken ahead of its fire brings
+   * the prefetch back. With monitorExecution the requests in flight are also what the lock and
+   * release multis are merged from: with fewer of them a quick run made more, smaller multis and
+   * cost ZooKeeper and the worker more than the collector saved, so those keep the prefetch
+   * (docs/design-notes.md, "Dispatch path").
+   */
+  private adjustTaking(ahead: boolean, monitored: boolean): void {
+    const prefetch = monitored || ahead;
+    if (prefetch === this.prefetching) return;
+    this.prefetching = prefetch;
+    const total = this.takenNow();
+    this.consumers.forEach((consumer, i) => (consumer.concurrency = WorkerService.share(total, this.consumers.length, i)));
+  }
+
+  /** Requests the consumers take at once now, all of them together. */
+  private takenNow(): number {
+    return this.prefetching ? this.taking.ahead : this.taking.due;
+  }
+
   private async process(job: Job, token: string | undefined): Promise<string> {
     const parsed = executionRequestSchema.safeParse(job.data);
     if (!parsed.success) {
@@ -264,12 +304,15 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     if (!definition) {
       throw new ShardcronError(ErrorCodes.INVALID_CONFIG, `this instance has no handler for job ${request.job}`, { job: request.job });
     }
+    const takenAt = Date.now();
+    const early = request.fireTime > takenAt;
+    this.adjustTaking(early, this.jobConfig(request.job).monitorExecution);
     // Requests arrive up to the leader's dispatch lead before their nominal time: hold them until
     // it, and take the item lock meanwhile, so that at the fire time only the timer they share
     // stands before the handler.
-    const ahead = request.fireTime > Date.now() ? this.executor.lockAhead(request) : undefined;
+    const ahead = early ? this.executor.lockAhead(request) : undefined;
     const signal = this.abortAll.signal;
-    const due = await this.alarm.wait(Math.min(request.fireTime, Date.now() + MAX_EARLY_HOLD_MS), signal);
+    const due = await this.alarm.wait(Math.min(request.fireTime, takenAt + MAX_EARLY_HOLD_MS), signal);
     const lockedAhead = await ahead;
     if (!due || signal.aborted) {
       // Stopped meanwhile (session lost, forced shutdown): not run, so put back, as an abort is.

@@ -391,6 +391,38 @@ describe('jobs at run time', () => {
   });
 });
 
+describe('prefetch', () => {
+  it('without monitorExecution a backlog of due requests is taken a handler share at a time, and requests ahead of their fire bring the prefetch back', async () => {
+    const job = defineJob({ name: 'backlog', cron: everySecond, shardingTotalCount: 200, monitorExecution: false, execute: () => sleep(40) });
+    // 4 handlers and a prefetch of 40: 44 requests taken with the prefetch, 5 (4 and a quarter more) without.
+    const worker = await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w1', concurrency: 4, prefetch: 40 });
+    const queue = new Queue(worker.worker!.queue!, { connection: { url: redis.url }, prefix: QUEUE_PREFIX });
+    const add = (fireTime: number, items: number[]) =>
+      queue.addBulk(items.map((item) => ({ name: 'backlog', data: { job: 'backlog', item, fireTime, source: 'NORMAL', epoch: 1 }, opts: { jobId: `backlog|${fireTime}|${item}` } })));
+    try {
+      const due = Date.now() - 1_000;
+      await add(due, Array.from({ length: 150 }, (_, i) => i));
+      // The first fetches ran with the prefetch (nothing was taken yet); once those ran, the rest goes five at a time.
+      await waitFor(async () => (await queue.getCompletedCount()) >= 60, { timeoutMs: 15_000, message: 'the first 60 due requests' });
+      let most = 0;
+      while ((await queue.getCompletedCount()) < 140) most = Math.max(most, await queue.getActiveCount());
+      expect(most).toBeLessThanOrEqual(5);
+      await waitFor(async () => (await queue.getCompletedCount()) >= 150, { timeoutMs: 15_000, message: 'the backlog done' });
+      // Requests ahead of their fire: all taken ahead (the prefetch is back), none run before it.
+      // 1-2 s ahead: within what a worker holds a request for (2 s).
+      const ahead = Math.ceil((Date.now() + 1_000) / 1_000) * 1_000;
+      await add(ahead, Array.from({ length: 30 }, (_, i) => 150 + i));
+      await waitFor(async () => (await queue.getCompletedCount()) >= 180, { timeoutMs: 15_000, message: 'the requests ahead done' });
+      const taken = (await queue.getJobs(['completed'])).filter((j) => (j.data as { fireTime: number }).fireTime === ahead);
+      expect(taken).toHaveLength(30);
+      expect(taken.filter((j) => j.processedOn! >= ahead).map((j) => j.id)).toEqual([]);
+      expect(cluster.starts('backlog').filter((r) => r.fireTime === ahead && r.at < ahead)).toEqual([]);
+    } finally {
+      await queue.close();
+    }
+  });
+});
+
 describe('dispatch ahead of the fire', () => {
   it('the ledger is written and the requests are enqueued before the nominal time, and no item starts before it', async () => {
     const job = defineJob({ name: 'ahead', cron: everySecond, shardingTotalCount: 2, execute: () => undefined });
