@@ -4,11 +4,13 @@
  * same run. Writes bench/results/<timestamp>.json and bench/results/latest.md, and prints the
  * markdown to stdout (progress goes to stderr). See docs/benchmarks.md.
  */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { BenchContext, BenchMode } from './lib/context';
 import { evaluateTargets, renderMarkdown, type BenchResults } from './lib/report';
+import { SHARDCRON_CODE, WORKER_NODE_ARGS } from './lib/procs';
 import { machineInfo, startServices } from './lib/services';
 import { runFailover } from './scenarios/failover';
 import { runFloor } from './scenarios/floor';
@@ -52,10 +54,15 @@ async function main(): Promise<void> {
     log: (message) => process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s] ${message}\n`),
     unique: (prefix) => `${prefix}${started.toString(36)}${(counter++).toString(36)}`,
   };
+  if (SHARDCRON_CODE === 'dist') {
+    // The bench measures what bin/shardcron.js runs: the compiled dist/, built from this checkout.
+    ctx.log('building dist/ (npm run build)');
+    execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', path.join(__dirname, '..', 'tsconfig.build.json')], { stdio: 'inherit' });
+  }
   const probe = await startServices(2_000);
   const machine = await machineInfo(probe).finally(() => probe.close());
   ctx.log(`mode ${mode}: ${only.join(', ')} on ${machine.cpus} CPUs, Node ${machine.node}, ZooKeeper ${machine.zookeeper}, Redis ${machine.redis}`);
-  const results: BenchResults = { mode, machine, startedAt: new Date(started).toISOString(), durationS: 0, scenarios: {}, runs: {}, targets: [] };
+  const results: BenchResults = { mode, machine, setup: { shardcronCode: SHARDCRON_CODE, workerNodeArgs: WORKER_NODE_ARGS }, startedAt: new Date(started).toISOString(), durationS: 0, scenarios: {}, runs: {}, targets: [] };
   const runners: Record<Scenario, () => Promise<void>> = {
     floor: async () => void (results.scenarios.floor = await runFloor(ctx)),
     latency: async () => void (results.scenarios.latency = await runLatency(ctx)),

@@ -44,6 +44,19 @@ export interface NodeReport {
 const FIXTURES = path.join(__dirname, '..', 'fixtures');
 const ROOT = path.join(__dirname, '..', '..');
 
+/**
+ * Where the bench's shardcron processes load shardcron from: `dist` (compiled by tsc, as
+ * bin/shardcron.js runs it; bench/run.ts builds it first) unless BENCH_SHARDCRON_CODE=src, which
+ * runs the TypeScript sources through tsx (its transform adds a call per function definition).
+ */
+export const SHARDCRON_CODE: 'dist' | 'src' = process.env.BENCH_SHARDCRON_CODE === 'src' ? 'src' : 'dist';
+
+/**
+ * Node flags of every worker process, shardcron's and raw BullMQ's alike (BENCH_WORKER_NODE_ARGS,
+ * e.g. '--max-semi-space-size=64', the option docs/deployment.md describes); none by default.
+ */
+export const WORKER_NODE_ARGS: readonly string[] = (process.env.BENCH_WORKER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+
 export class BenchProcess {
   readonly messages: BenchMessage[] = [];
   readonly exited: Promise<number | null>;
@@ -71,10 +84,10 @@ export class BenchProcess {
   }
 
   /** Starts `fixture` (a file in bench/fixtures) and waits for its `ready` message. */
-  static async spawn(name: string, fixture: string, env: Record<string, string>, readyTimeoutMs = 60_000): Promise<BenchProcess> {
+  static async spawn(name: string, fixture: string, env: Record<string, string>, readyTimeoutMs = 60_000, nodeArgs: readonly string[] = []): Promise<BenchProcess> {
     // BENCH_NODE_ARGS_<NAME> (e.g. BENCH_NODE_ARGS_LEADER_1='--cpu-prof') adds node flags to one process.
     const extra = (process.env[`BENCH_NODE_ARGS_${name.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`] ?? '').split(' ').filter(Boolean);
-    const child = spawn(process.execPath, [...extra, '--require', 'tsx/cjs', path.join(FIXTURES, fixture)], {
+    const child = spawn(process.execPath, [...nodeArgs, ...extra, '--require', 'tsx/cjs', path.join(FIXTURES, fixture)], {
       cwd: ROOT,
       env: { PATH: process.env.PATH, NODE_ENV: 'production', ...env },
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
@@ -137,8 +150,8 @@ export class BenchProcess {
 export class ProcessGroup {
   private readonly procs: BenchProcess[] = [];
 
-  async spawn(name: string, fixture: string, env: Record<string, string>, readyTimeoutMs?: number): Promise<BenchProcess> {
-    const proc = await BenchProcess.spawn(name, fixture, env, readyTimeoutMs);
+  async spawn(name: string, fixture: string, env: Record<string, string>, readyTimeoutMs?: number, nodeArgs?: readonly string[]): Promise<BenchProcess> {
+    const proc = await BenchProcess.spawn(name, fixture, env, readyTimeoutMs, nodeArgs);
     this.procs.push(proc);
     return proc;
   }
@@ -194,13 +207,14 @@ export function spawnShardcron(group: ProcessGroup, o: ShardcronNodeOptions, rea
     SHARDCRON_CONCURRENCY: String(o.concurrency ?? 10),
     SHARDCRON_LOG_LEVEL: process.env.BENCH_NODE_LOG ?? 'silent',
     SHARDCRON_SHUTDOWN_GRACE_MS: '1000',
+    BENCH_SHARDCRON_CODE: SHARDCRON_CODE,
     BENCH_JOBS: JSON.stringify(o.jobs ?? []),
     BENCH_EVENTS: (o.events ?? []).join(','),
     ...(process.env.BENCH_HEAP_GROWTH_PERCENT !== undefined && { SHARDCRON_HEAP_GROWTH_PERCENT: process.env.BENCH_HEAP_GROWTH_PERCENT }),
     ...(process.env.BENCH_PREFETCH !== undefined && { SHARDCRON_PREFETCH: process.env.BENCH_PREFETCH }),
     // As the Docker image runs shardcron (see the Dockerfile); BENCH_MALLOC_ARENA_MAX=glibc leaves glibc's default.
     ...(process.env.BENCH_MALLOC_ARENA_MAX !== 'glibc' && { MALLOC_ARENA_MAX: process.env.BENCH_MALLOC_ARENA_MAX ?? '2' }),
-  }, readyTimeoutMs);
+  }, readyTimeoutMs, o.roles.split(',').includes('worker') ? WORKER_NODE_ARGS : []);
 }
 
 export interface BullmqNodeOptions {
@@ -219,7 +233,7 @@ export function spawnBullmq(group: ProcessGroup, o: BullmqNodeOptions): Promise<
     BENCH_CONCURRENCY: String(o.concurrency),
     BENCH_SLEEP_MS: String(o.sleepMs ?? 0),
     BENCH_EVENTS: (o.events ?? []).join(','),
-  });
+  }, undefined, WORKER_NODE_ARGS);
 }
 
 /** Merges the reports of several processes (e.g. all workers of a run). */

@@ -12,6 +12,8 @@ import { fmt, triple } from './stats';
 export interface BenchResults {
   mode: string;
   machine: MachineInfo;
+  /** How the processes ran: shardcron's code (dist/ or src/ through tsx) and the worker processes' Node flags. */
+  setup?: { shardcronCode: 'dist' | 'src'; workerNodeArgs: readonly string[] };
   startedAt: string;
   durationS: number;
   scenarios: {
@@ -106,6 +108,9 @@ export function renderMarkdown(r: BenchResults): string {
     `${m.date}: ${m.cpus} x ${m.cpuModel}, ${m.memGiB} GiB, ${m.os}; Node ${m.node}, ZooKeeper ${m.zookeeper}, Redis ${m.redis}, BullMQ ${m.bullmq}. Run took ${fmt(r.durationS)} s.`,
     '',
     `Code: commit ${m.git?.commit ?? 'unknown'}${m.git?.dirtySrc.length ? ` plus uncommitted changes in ${m.git.dirtySrc.join(', ')}` : ''}.`,
+    ...(r.setup
+      ? ['', `shardcron ran from ${r.setup.shardcronCode === 'dist' ? 'dist/ (compiled by tsc, as bin/shardcron.js runs it)' : 'src/ through tsx'}; worker processes of both systems ran with ${r.setup.workerNodeArgs.length ? r.setup.workerNodeArgs.map((a) => `\`${a}\``).join(' ') : "Node's default flags"}.`]
+      : []),
     '',
     '## Targets',
     '',
@@ -162,9 +167,21 @@ export function renderMarkdown(r: BenchResults): string {
         return v.length ? fmt(med(v)) : 'n/a';
       };
       const label = x.system === 'bullmq' ? 'raw BullMQ' : `shardcron, monitorExecution ${x.monitorExecution ? 'on' : 'off'}`;
-      return [x.workers, label, m('workers'), m('leader'), m('redis'), m('zookeeper')];
+      const rss = x.rounds.map((r) => r.workerRssMb).filter((n): n is number => n !== undefined);
+      return [x.workers, label, m('workers'), m('leader'), m('redis'), m('zookeeper'), rss.length ? fmt(Math.max(...rss)) : 'n/a'];
     };
-    out.push(table(['workers', 'system', 'worker processes', 'leader (BullMQ: producer)', 'Redis', 'ZooKeeper'], t.runs.map(cpuRow)));
+    out.push(table(['workers', 'system', 'worker processes', 'leader (BullMQ: producer)', 'Redis', 'ZooKeeper', 'largest worker RSS at a round\'s end (MB)'], t.runs.map(cpuRow)));
+    const callRows = t.runs.flatMap((x) => {
+      const rounds = x.rounds.filter((r) => r.redisCallsPerItem);
+      if (rounds.length === 0) return [];
+      const mid = [...rounds].sort((a, b) => a.redisCallsPerItem!.total - b.redisCallsPerItem!.total)[Math.floor(rounds.length / 2)].redisCallsPerItem!;
+      const label = x.system === 'bullmq' ? 'raw BullMQ' : `shardcron, monitorExecution ${x.monitorExecution ? 'on' : 'off'}`;
+      return [[x.workers, label, mid.total, Object.entries(mid.top).map(([name, n]) => `${name} ${n}`).join(', ')]];
+    });
+    if (callRows.length > 0) {
+      out.push('', 'Redis commands per item, median round (INFO commandstats; every client of the round\'s Redis, the leader or producer included):', '');
+      out.push(table(['workers', 'system', 'commands per item', 'busiest commands (per item)'], callRows));
+    }
   }
   if (s.failover) {
     out.push('', '## 3. Worker failover (kill -9 a worker running items; FAILOVER start - kill time)', '');

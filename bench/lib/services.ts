@@ -38,6 +38,22 @@ export async function zkCounters(port: number, namespace: string): Promise<ZkCou
   return { zxid, writeOps, at: Date.now() };
 }
 
+/** Calls per Redis command so far (INFO commandstats), e.g. `{ evalsha: 1200, bzpopmin: 30 }`. */
+export async function redisCommandCalls(port: number): Promise<Record<string, number>> {
+  const info = await tcpExchange(port, 'INFO commandstats\r\nQUIT\r\n', { until: (t) => t.includes('+OK') });
+  const calls: Record<string, number> = {};
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls[m[1]] = Number(m[2]);
+  return calls;
+}
+
+/** The calls made between two {@link redisCommandCalls} readings, per command, busiest first. */
+export function commandCallsBetween(before: Record<string, number>, after: Record<string, number>): Array<[string, number]> {
+  return Object.entries(after)
+    .map(([name, n]): [string, number] => [name, n - (before[name] ?? 0)])
+    .filter(([, n]) => n > 0)
+    .sort((a, b) => b[1] - a[1]);
+}
+
 export interface ProcSample {
   /** utime + stime, seconds. */
   cpuSeconds: number;
@@ -113,7 +129,7 @@ export interface MachineInfo {
 function gitState(): MachineInfo['git'] {
   const run = (args: string[]) => {
     try {
-      return execFileSync('git', args, { cwd: `${__dirname}/../..`, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+      return execFileSync('git', args, { cwd: `${__dirname}/../..`, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trimEnd(); // not trim(): a porcelain line starts with a space
     } catch {
       return '';
     }

@@ -12,7 +12,7 @@ import { MAX_DISPATCH_LEAD_MS } from '../../src/leader/leader-service';
 import type { BenchContext } from '../lib/context';
 import { sleepUntil } from '../lib/measure';
 import { jobNames, mergeReports, ProcessGroup, spawnBullmq, spawnShardcron, type BenchProcess } from '../lib/procs';
-import { benchZkClient, cronAt, nextWholeSecond, procSample, setCron, startServices, zkCounters, type Services } from '../lib/services';
+import { benchZkClient, commandCallsBetween, cronAt, nextWholeSecond, procSample, redisCommandCalls, setCron, startServices, zkCounters, type Services } from '../lib/services';
 import { round, sleep, waitUntil } from '../lib/stats';
 
 export interface ThroughputRound {
@@ -27,6 +27,13 @@ export interface ThroughputRound {
   zkTxns?: number;
   /** CPU time (utime + stime from /proc) per item during the round, microseconds: less noisy than wall time on a shared box. */
   cpuUsPerItem: { workers: number; leader?: number; redis: number; zookeeper?: number };
+  /** RSS of the largest worker process when the round ended, MB. */
+  workerRssMb?: number;
+  /**
+   * Redis commands per item during the round (INFO commandstats; the bench's own report polling is
+   * IPC, not Redis), in all and for the busiest commands.
+   */
+  redisCallsPerItem?: { total: number; top: Record<string, number> };
 }
 
 export interface ThroughputRun {
@@ -70,11 +77,27 @@ function cpuMeter(pids: Record<string, number[]>): (items: number) => Record<str
   };
 }
 
+/** Redis calls per item between two readings: in all, and the five busiest commands. */
+function callsPerItem(before: Record<string, number>, after: Record<string, number>, items: number): ThroughputRound['redisCallsPerItem'] {
+  const per = (n: number) => Math.round((n / Math.max(items, 1)) * 100) / 100;
+  const calls = commandCallsBetween(before, after);
+  return { total: per(calls.reduce((t, [, n]) => t + n, 0)), top: Object.fromEntries(calls.slice(0, 5).map(([name, n]) => [name, per(n)])) };
+}
+
+const workerRss = (procs: readonly BenchProcess[]): number => Math.round(Math.max(...procs.map((p) => procSample(p.pid).rssMb)));
+
 async function waitFinished(procs: readonly BenchProcess[], from: number, total: number) {
-  return waitUntil(async () => {
-    const r = mergeReports(await Promise.all(procs.map((p) => p.report(from, from + 1))));
-    return r.finished >= total ? r : undefined;
-  }, 180_000, `${total} items finished`, 100);
+  let last: ReturnType<typeof mergeReports> | undefined;
+  try {
+    return await waitUntil(async () => {
+      last = mergeReports(await Promise.all(procs.map((p) => p.report(from, from + 1))));
+      return last.finished >= total ? last : undefined;
+    }, 180_000, `${total} items finished`, 100);
+  } catch (err) {
+    // What the workers reported last: how far the round got, and under which sources.
+    const seen = last ? `${last.started} started, ${last.finished} finished, sources ${JSON.stringify(last.sources)}` : 'no report';
+    throw new Error(`${(err as Error).message} (${seen})`);
+  }
 }
 
 async function shardcron(ctx: BenchContext, services: Services, workers: number, monitorExecution: boolean): Promise<Contender> {
@@ -97,6 +120,7 @@ async function shardcron(ctx: BenchContext, services: Services, workers: number,
       // Before the leader's longest lead: workers take and lock requests ahead of the fire.
       await sleepUntil(fire - MAX_DISPATCH_LEAD_MS - 100);
       const before = await zkCounters(services.zk.port, namespace);
+      const redisBefore = await redisCommandCalls(services.redis.port);
       const cpu = cpuMeter({ workers: procs.map((p) => p.pid), leader: [leader.pid], redis: [services.redis.pid!], zookeeper: [services.zk.pid!] });
       // BENCH_PROFILE=dir: an allocation profile of worker-1 over the second measured round.
       const dir = process.env.BENCH_PROFILE;
@@ -105,10 +129,18 @@ async function shardcron(ctx: BenchContext, services: Services, workers: number,
         const file = path.join(dir, `throughput-${workers}w-${monitorExecution ? 'on' : 'off'}-worker-1.heapprofile`);
         void procs[0].request({ type: 'alloc-profile', ms: 3_000, file }, 60_000).catch(() => undefined);
       }
+      // BENCH_CPU_PROFILE=dir: a CPU profile of worker-1 over the second measured round (no start-up, no warm-up).
+      const cpuDir = process.env.BENCH_CPU_PROFILE;
+      if (cpuDir && rounds === 3) {
+        const file = path.join(cpuDir, `throughput-${workers}w-${monitorExecution ? 'on' : 'off'}-worker-1.cpuprofile`);
+        void procs[0].request({ type: 'profile', ms: 3_000, file }, 60_000).catch(() => undefined);
+      }
       const r = await waitFinished(procs, fire, JOBS * ITEMS);
       const c = cpu(r.finished);
       const after = await zkCounters(services.zk.port, namespace);
       return {
+        workerRssMb: workerRss(procs),
+        redisCallsPerItem: callsPerItem(redisBefore, await redisCommandCalls(services.redis.port), r.finished),
         cpuUsPerItem: { workers: c.workers, leader: c.leader, redis: c.redis, zookeeper: c.zookeeper },
         items: r.finished,
         perSecond: perSecond(r.finished, r.lastFinish - r.firstStart),
@@ -144,6 +176,7 @@ async function bullmq(ctx: BenchContext, services: Services, workers: number): P
         data: { job: `tp${i % JOBS}`, item: i, fireTime: batch, source: 'NORMAL', epoch: 1 },
         opts: { jobId: `tp|${batch}|${i}`, removeOnComplete: { age: 600 }, removeOnFail: { age: 86_400 } },
       }));
+      const redisBefore = await redisCommandCalls(services.redis.port);
       const cpu = cpuMeter({ workers: procs.map((p) => p.pid), producer: [process.pid], redis: [services.redis.pid!] });
       const t0 = Date.now();
       await queue.addBulk(jobs);
@@ -151,6 +184,8 @@ async function bullmq(ctx: BenchContext, services: Services, workers: number): P
       const r = await waitFinished(procs, batch, JOBS * ITEMS);
       const c = cpu(r.finished);
       return {
+        workerRssMb: workerRss(procs),
+        redisCallsPerItem: callsPerItem(redisBefore, await redisCommandCalls(services.redis.port), r.finished),
         // The producer is this runner process (it also polls reports): an upper bound for addBulk's cost.
         cpuUsPerItem: { workers: c.workers, leader: c.producer, redis: c.redis },
         items: r.finished,
@@ -173,7 +208,9 @@ export async function runThroughput(ctx: BenchContext): Promise<ThroughputResult
   const rounds = quick ? 3 : 7;
   ITEMS = quick ? 100 : 200;
   const runs: ThroughputRun[] = [];
-  for (const workers of [1, 2, 4]) {
+  // BENCH_THROUGHPUT_WORKERS=2 (comma-separated) runs those worker counts only.
+  const counts = process.env.BENCH_THROUGHPUT_WORKERS?.split(',').map(Number) ?? [1, 2, 4];
+  for (const workers of counts) {
     ctx.log(`throughput: ${workers} worker process(es) per system, ${JOBS} x ${ITEMS} no-op items, ${rounds} rounds after a warm-up`);
     const services = await startServices(2_000);
     const contenders: Contender[] = [];
