@@ -714,6 +714,21 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
       expect(a.finishes()).toEqual([[1000, 'NORMAL', 'completed']]);
       expect(status).toBe('completed');
     });
+
+    it('is reported completed when ZooKeeper stays out of reach for longer than the connect timeout, but not the session timeout', async () => {
+      // A ZooKeeper restart slower than the connect timeout (3 s here; the session lasts 10 s):
+      // giving up on the look at our node reported this completion as not recorded, and the item ran again.
+      const { relay, a, events, session } = await relayed('a', (r) => onFirstRun(() => r.loseNextAnswer({ op: OP.multi }, { thenCut: true })));
+      const result = a.run(1000);
+      await waitFor(() => relay.isCut, { message: 'the release answer lost and the link cut' });
+      await sleep(4_000);
+      relay.heal();
+      await expect(result).resolves.toBe('completed');
+      expect(events).toEqual(['suspended', 'reconnected']);
+      expect(a.zk.sessionId).toBe(session);
+      expect(a.finishes()).toEqual([[1000, 'NORMAL', 'completed']]);
+      await expectSettled([1000]);
+    });
   });
 
   describe('a lock taken ahead, while the request waits for its fire time', () => {
