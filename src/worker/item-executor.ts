@@ -478,20 +478,19 @@ export class ItemExecutor {
   }
 
   /**
-   * Looks up `path` once the client is connected again on `session`; `lost` once it is on another
-   * session (ours expired). Connection losses are waited out for as long as the session may live: a
-   * ZooKeeper restart or a partition shorter than the session timeout keeps it, and giving up
-   * sooner reported a completion that ZooKeeper had recorded, or still could, as not recorded, and
-   * the item ran a second time (the ZooKeeper-restart chaos test caught it when the restart took
-   * longer than the connect timeout). A client closed meanwhile throws.
+   * Looks up `path` on `session` once the client is connected on it again; `lost` once the client
+   * is on another session (ours expired). Connection losses are waited out for as long as the
+   * session may live: a ZooKeeper restart or a partition shorter than the session timeout keeps it,
+   * and giving up after one connect timeout reported a completion that ZooKeeper had recorded, or
+   * still could, as not recorded, and the item ran a second time (the ZooKeeper-restart chaos test
+   * caught it). A client closed meanwhile throws.
    */
   private async existsWhileSessionLives(session: ZkSessionOps, path: string): Promise<ZkStat | null | 'lost'> {
     for (;;) {
-      if (this.ctx.zk.sessionId !== session.sessionId) return 'lost';
       try {
-        const stat = await this.ctx.zk.exists(path);
-        return this.ctx.zk.sessionId === session.sessionId ? stat : 'lost';
+        return await session.exists(path);
       } catch (err) {
+        if (is(err, ErrorCodes.ZK_SESSION_EXPIRED)) return 'lost';
         if (!isRetryable(err)) throw err;
       }
     }

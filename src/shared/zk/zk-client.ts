@@ -57,6 +57,7 @@ export interface ZkClientEvents {
 export interface ZkSessionOps {
   readonly sessionId: string;
   get(path: string): Promise<{ data: Buffer; stat: ZkStat }>;
+  exists(path: string): Promise<ZkStat | null>;
   /** Child names; a way to learn whether a node exists that costs no error answer when it does not. */
   children(path: string): Promise<string[]>;
   multi(): ZkMulti;
@@ -245,11 +246,21 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
 
   /** Stat of a node or null; with a watcher, fires on creation as well as change or deletion. */
   async exists(path: string, watcher?: ZkWatcher): Promise<ZkStat | null> {
-    return this.run('exists', path, (raw, cb) => {
-      const done = (err: Error | zookeeper.Exception | null, stat: zookeeper.Stat) => cb(err, err ? undefined : stat ? toZkStat(stat) : null);
-      if (watcher) raw.exists(this.ns.abs(path), this.ns.watcher(watcher), done);
-      else raw.exists(this.ns.abs(path), done);
-    });
+    return this.existsOn(path, watcher, true);
+  }
+
+  private existsOn(path: string, watcher: ZkWatcher | undefined, retry: boolean, boundTo?: string): Promise<ZkStat | null> {
+    return this.run(
+      'exists',
+      path,
+      (raw, cb) => {
+        const done = (err: Error | zookeeper.Exception | null, stat: zookeeper.Stat) => cb(err, err ? undefined : stat ? toZkStat(stat) : null);
+        if (watcher) raw.exists(this.ns.abs(path), this.ns.watcher(watcher), done);
+        else raw.exists(this.ns.abs(path), done);
+      },
+      retry,
+      boundTo,
+    );
   }
 
   /** An atomic transaction. */
@@ -273,6 +284,7 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
     return {
       sessionId,
       get: (path) => this.getOn(path, undefined, false, sessionId),
+      exists: (path) => this.existsOn(path, undefined, false, sessionId),
       children: (path) => this.childrenOn(path, undefined, false, sessionId),
       multi: () => new ZkMulti((ops, fenced) => this.commit(ops, fenced, sessionId)),
     };
