@@ -161,22 +161,21 @@ export function renderMarkdown(r: BenchResults): string {
       'ZK writes per fire (off)', 'first fire after the workers joined (reshard): first start'], rows));
     out.push('', 'CPU time per item, median round (µs; utime + stime of the processes; the BullMQ producer is the bench runner itself, an upper bound):', '');
     const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    const system = (x: (typeof t.runs)[number]) => (x.system === 'bullmq' ? 'raw BullMQ' : `shardcron, monitorExecution ${x.monitorExecution ? 'on' : 'off'}`);
     const cpuRow = (x: (typeof t.runs)[number]) => {
       const m = (k: 'workers' | 'leader' | 'redis' | 'zookeeper') => {
         const v = x.rounds.map((r) => r.cpuUsPerItem?.[k]).filter((n): n is number => n !== undefined);
         return v.length ? fmt(med(v)) : 'n/a';
       };
-      const label = x.system === 'bullmq' ? 'raw BullMQ' : `shardcron, monitorExecution ${x.monitorExecution ? 'on' : 'off'}`;
       const rss = x.rounds.map((r) => r.workerRssMb).filter((n): n is number => n !== undefined);
-      return [x.workers, label, m('workers'), m('leader'), m('redis'), m('zookeeper'), rss.length ? fmt(Math.max(...rss)) : 'n/a'];
+      return [x.workers, system(x), m('workers'), m('leader'), m('redis'), m('zookeeper'), rss.length ? fmt(Math.max(...rss)) : 'n/a'];
     };
     out.push(table(['workers', 'system', 'worker processes', 'leader (BullMQ: producer)', 'Redis', 'ZooKeeper', 'largest worker RSS at a round\'s end (MB)'], t.runs.map(cpuRow)));
     const callRows = t.runs.flatMap((x) => {
       const rounds = x.rounds.filter((r) => r.redisCallsPerItem);
       if (rounds.length === 0) return [];
       const mid = [...rounds].sort((a, b) => a.redisCallsPerItem!.total - b.redisCallsPerItem!.total)[Math.floor(rounds.length / 2)].redisCallsPerItem!;
-      const label = x.system === 'bullmq' ? 'raw BullMQ' : `shardcron, monitorExecution ${x.monitorExecution ? 'on' : 'off'}`;
-      return [[x.workers, label, mid.total, Object.entries(mid.top).map(([name, n]) => `${name} ${n}`).join(', ')]];
+      return [[x.workers, system(x), mid.total, Object.entries(mid.top).map(([name, n]) => `${name} ${n}`).join(', ')]];
     });
     if (callRows.length > 0) {
       out.push('', 'Redis commands per item, median round (INFO commandstats; every client of the round\'s Redis, the leader or producer included):', '');
