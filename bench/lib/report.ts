@@ -225,6 +225,11 @@ export function renderMarkdown(r: BenchResults): string {
       ['ZooKeeper setData', triple(f.zkSetData)], ['ZooKeeper multi (1 setData)', triple(f.zkMulti1)],
       ['ZooKeeper fenced multi (check + setData)', triple(f.zkFencedMulti)], ['ZooKeeper getData', triple(f.zkGetData)], ['Redis PING', triple(f.redisPing)],
     ]));
+    if (f.itemShapes) {
+      out.push('', 'ZooKeeper work per item in bulk: 1,100 items in flight, each a lock transaction then a release transaction, merged per event-loop turn as a worker merges them (median of 3 passes; CPU per item of the ZooKeeper server and of the client process).', '');
+      out.push(table(['transactions of one item', 'ops per item', 'items/s', 'ZooKeeper CPU per item', 'client CPU per item'],
+        f.itemShapes.map((x) => [x.shape, fmt(x.opsPerItem), fmt(x.itemsPerSecond), `${fmt(x.zkServerUsPerItem)} µs`, `${fmt(x.clientUsPerItem)} µs`])));
+    }
   }
   out.push('', '## Runs', '', table(['scenario', 'seconds', 'load avg before / after', 'error'],
     Object.entries(r.runs).map(([k, v]) => [k, fmt(v.seconds), `${fmt(v.loadBefore, 2)} / ${fmt(v.loadAfter, 2)}`, v.error ?? ''])));

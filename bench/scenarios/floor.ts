@@ -1,9 +1,12 @@
 /**
  * Scenario 6, the floor: what one ZooKeeper write and one Redis round trip cost on this machine,
- * measured sequentially (one request in flight) with the same client libraries shardcron uses.
+ * measured sequentially (one request in flight) with the same client libraries shardcron uses; and
+ * what ZooKeeper work per item costs in bulk, for the layout monitorExecution uses and for layouts
+ * with fewer operations per item (`item-shapes.ts`).
  */
 import IORedis from 'ioredis';
 import type { BenchContext } from '../lib/context';
+import { measureItemShapes, type ItemShapeResult } from '../lib/item-shapes';
 import { benchZkClient, startServices } from '../lib/services';
 import { summarize, type Summary } from '../lib/stats';
 
@@ -15,6 +18,8 @@ export interface FloorResult {
   zkFencedMulti: Summary;
   zkGetData: Summary;
   redisPing: Summary;
+  /** Items through each transaction shape, 1,100 in flight, merged per turn as a worker does (median of the passes). */
+  itemShapes?: ItemShapeResult[];
 }
 
 async function time(n: number, op: () => Promise<unknown>): Promise<Summary> {
@@ -39,7 +44,7 @@ export async function runFloor(ctx: BenchContext): Promise<FloorResult> {
     const fence = await zk.exists('/bench/fence');
     const value = Buffer.alloc(200, 'x'); // about the size of a one-instance ledger
     ctx.log(`floor: ${n} sequential ops each`);
-    return {
+    const sequential = {
       samples: n,
       zkSetData: await time(n, () => zk.set('/bench/node', value)),
       zkMulti1: await time(n, () => zk.multi().set('/bench/node', value).commit()),
@@ -47,6 +52,9 @@ export async function runFloor(ctx: BenchContext): Promise<FloorResult> {
       zkGetData: await time(n, () => zk.get('/bench/node')),
       redisPing: await time(n, () => redis.ping()),
     };
+    const items = ctx.mode === 'quick' ? 20_000 : 60_000;
+    ctx.log(`floor: ${items} items through each transaction shape, 3 passes`);
+    return { ...sequential, itemShapes: await measureItemShapes(zk, services.zk.pid!, items, 3) };
   } finally {
     redis.disconnect();
     await zk.close();
