@@ -337,12 +337,20 @@ export class ItemExecutor {
     });
   }
 
-  /** Ends a claim; `released`: it held the item and its release is over. */
+  /**
+   * Ends a claim; `released`: it held the item and its release is over. The release count matters
+   * only to a claim that looks at `running` while another of ours may release: with no claim left
+   * nobody compares it, so it goes (each item a worker ever held used to keep an entry for good).
+   */
   private unclaim(key: string, released: boolean): void {
     const left = (this.claims.get(key) ?? 1) - 1;
-    if (left > 0) this.claims.set(key, left);
-    else this.claims.delete(key);
-    if (released) this.releases.set(key, (this.releases.get(key) ?? 0) + 1);
+    if (left > 0) {
+      this.claims.set(key, left);
+      if (released) this.releases.set(key, (this.releases.get(key) ?? 0) + 1);
+    } else {
+      this.claims.delete(key);
+      this.releases.delete(key);
+    }
   }
 
   /**

@@ -60,6 +60,8 @@ interface Instance {
   starts(item?: number): Array<[number, ExecutionSource]>;
   /** `[fireTime, source, status]` of every finish record, in order (item 0 unless `item`). */
   finishes(item?: number): Array<[number, ExecutionSource, ExecutionStatus | undefined]>;
+  /** Items the executor keeps claim and release counts for (none once nothing of it is under way). */
+  counted(): { claims: number; releases: number };
 }
 
 let server: ZooKeeperServer;
@@ -132,6 +134,8 @@ async function instance(
     unlockAhead: (lock) => executor.unlockAhead(lock),
     starts: (item = 0) => records.filter((r) => r.event === 'start' && r.item === item).map((r) => [r.fireTime, r.source]),
     finishes: (item = 0) => records.filter((r) => r.event === 'finish' && r.item === item).map((r) => [r.fireTime, r.source, r.status]),
+    // Private maps, read for their size only: a worker runs for months over items that come and go.
+    counted: () => ({ claims: executor['claims'].size, releases: executor['releases'].size }),
   };
 }
 
@@ -200,6 +204,8 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
     await expectSettled([1000, 2000, 3000, 4000, 5000]);
     // Nothing is left under the item: no lock, no mark, no failover marker.
     expect(await admin.children(ITEM)).toEqual([]);
+    // Nor in the executor's counts.
+    expect(a.counted()).toEqual({ claims: 0, releases: 0 });
   });
 
   it('gives the handler its context', async () => {
@@ -404,6 +410,7 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
     expect(await runningOwner()).toBeUndefined();
     await expect(a.run(2000, 'FAILOVER')).resolves.toBe('completed');
     await expectSettled([1000, 2000]);
+    expect(a.counted()).toEqual({ claims: 0, releases: 0 });
   });
 
   it('resolves with the status of the run it made, not of a re-run round skipped because that fire completed meanwhile', async () => {
