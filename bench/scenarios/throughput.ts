@@ -203,13 +203,22 @@ async function bullmq(ctx: BenchContext, services: Services, workers: number): P
   };
 }
 
+/** BENCH_THROUGHPUT_WORKERS=2 (comma-separated) runs those worker counts only; 1, 2 and 4 by default. */
+function workerCounts(value: string | undefined): number[] {
+  if (value === undefined) return [1, 2, 4];
+  const counts = value.split(',').map((part) => Number(part.trim()));
+  if (counts.some((n) => !Number.isInteger(n) || n < 1)) {
+    throw new Error(`BENCH_THROUGHPUT_WORKERS must be positive whole numbers separated by commas, got ${JSON.stringify(value)}`);
+  }
+  return counts;
+}
+
 export async function runThroughput(ctx: BenchContext): Promise<ThroughputResult> {
   const quick = ctx.mode === 'quick';
   const rounds = quick ? 3 : 7;
   ITEMS = quick ? 100 : 200;
   const runs: ThroughputRun[] = [];
-  // BENCH_THROUGHPUT_WORKERS=2 (comma-separated) runs those worker counts only.
-  const counts = process.env.BENCH_THROUGHPUT_WORKERS?.split(',').map(Number) ?? [1, 2, 4];
+  const counts = workerCounts(process.env.BENCH_THROUGHPUT_WORKERS);
   for (const workers of counts) {
     ctx.log(`throughput: ${workers} worker process(es) per system, ${JOBS} x ${ITEMS} no-op items, ${rounds} rounds after a warm-up`);
     const services = await startServices(2_000);
