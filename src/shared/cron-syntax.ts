@@ -17,9 +17,9 @@ interface FieldSpec {
   readonly wrap: boolean;
 }
 
-/** Quartz accepts years 1970-2199. */
-const YEAR_MIN = 1970;
-const YEAR_MAX = 2199;
+/** Quartz accepts years 1970-2199; an expression without a year field fires within them too (docs/cron.md). */
+export const YEAR_MIN = 1970;
+export const YEAR_MAX = 2199;
 const MAX_EXPRESSION_LENGTH = 1024;
 const MONTH_NAMES = { JAN: 1, FEB: 2, MAR: 3, APR: 4, MAY: 5, JUN: 6, JUL: 7, AUG: 8, SEP: 9, OCT: 10, NOV: 11, DEC: 12 };
 const QUARTZ_DAY_NAMES = { SUN: 1, MON: 2, TUE: 3, WED: 4, THU: 5, FRI: 6, SAT: 7 };

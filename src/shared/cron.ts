@@ -12,7 +12,7 @@
  * Layout: cron-syntax.ts parses the text into value tables and day rules, zone-rules.ts maps local
  * times to instants, and this file holds the schedule that searches them.
  */
-import { assertCanFire, compile, dayMask, FieldError, type Compiled } from './cron-syntax';
+import { assertCanFire, compile, dayMask, FieldError, YEAR_MAX, YEAR_MIN, type Compiled } from './cron-syntax';
 import { ErrorCodes, ShardcronError } from './errors';
 import { isValidTimeZone, zoneRules, type ZoneRules } from './zone-rules';
 
@@ -32,8 +32,6 @@ export interface CronSchedule {
 }
 
 const SECOND = 1000;
-/** Hard stop of the wall-clock search; an accepted expression always fires long before this. */
-const SEARCH_YEAR_MAX = 9999;
 
 /** table[v] = smallest allowed value >= v, or -1. */
 function nextTable(values: readonly number[], size: number): Int16Array {
@@ -130,7 +128,12 @@ class Schedule implements CronSchedule {
       let h = at.getUTCHours();
       let mi = at.getUTCMinutes();
       let s = at.getUTCSeconds();
-      if (y > SEARCH_YEAR_MAX) return null;
+      // Every expression, with or without a year field, ranges over Quartz's years 1970-2199.
+      if (y > YEAR_MAX) return null;
+      if (y < YEAR_MIN) {
+        t = Date.UTC(YEAR_MIN, 0, 1);
+        continue;
+      }
       const years = this.c.years;
       if (years && !years.includes(y)) {
         const ny = years.find((v) => v > y);

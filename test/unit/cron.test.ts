@@ -186,6 +186,33 @@ describe('next() and between()', () => {
   });
 });
 
+describe('year bounds (docs/cron.md: 1970-2199, an omitted year is `*` over the same range)', () => {
+  it('answers the first fire in 1970 for an instant before 1970', () => {
+    expect(fires('0 0 0 * * ?', '1900-06-01T00:00:00Z', 2)).toEqual(['1970-01-01T00:00:00Z', '1970-01-02T00:00:00Z']);
+    expect(fires('0 0 12 ? * MON', '1969-12-31T00:00:00Z', 1)).toEqual(['1970-01-05T12:00:00Z']);
+    expect(fires('0 0 * * *', '1800-01-01T00:00:00Z', 1)).toEqual(['1970-01-01T00:00:00Z']);
+    expect(fires('0 0 0 1 1 ? *', '1950-01-01T00:00:00Z', 1)).toEqual(['1970-01-01T00:00:00Z']);
+  });
+
+  it('fires on local 1970 times in a zone ahead of UTC, where they fall in 1969 UTC', () => {
+    expect(fires('0 0 0 * * ?', '1960-01-01T00:00:00Z', 1, 'Asia/Tokyo')).toEqual(['1969-12-31T15:00:00Z']);
+  });
+
+  it('stops after the last fire in 2199, with or without a year field', () => {
+    expect(fires('0 0 0 1 1 ?', '2198-06-01T00:00:00Z', 5)).toEqual(['2199-01-01T00:00:00Z']);
+    expect(fires('0 0 0 1 1 ? *', '2198-06-01T00:00:00Z', 5)).toEqual(['2199-01-01T00:00:00Z']);
+    expect(fires('59 59 23 31 12 ?', '2199-12-31T23:59:58Z', 3)).toEqual(['2199-12-31T23:59:59Z']);
+    expect(parseCron('* * * * * ?').next(at('2199-12-31T23:59:59Z'))).toBeNull();
+    expect(parseCron('0 0 * * *').next(at('2200-01-01T00:00:00Z'))).toBeNull();
+    expect(parseCron('0 0 * * * ?').between(at('2199-12-31T22:00:00Z'), at('2201-01-01T00:00:00Z'), 10).map(iso)).toEqual(['2199-12-31T23:00:00Z']);
+  });
+
+  it('refuses years outside 1970-2199 in the year field', () => {
+    expect(cronError('0 0 0 1 1 ? 1969').code).toBe(ErrorCodes.INVALID_CRON);
+    expect(cronError('0 0 0 1 1 ? 2200').code).toBe(ErrorCodes.INVALID_CRON);
+  });
+});
+
 describe('rejected expressions', () => {
   it.each([
     ['0 0 12 1 * MON', undefined, 'use ? in one of them'],
