@@ -52,7 +52,7 @@ export async function runDevSupervisor(options: Required<DevOptions>, io: CliIo)
   let jobNames: string[];
   try {
     config = loadEnvConfig(io.env);
-    jobNames = loadJobsModule(EXAMPLE_JOBS).map((job) => job.name);
+    jobNames = (await loadJobsModule(EXAMPLE_JOBS)).map((job) => job.name);
   } catch (err) {
     if (!(err instanceof ShardcronError)) throw err;
     io.err(err.message);

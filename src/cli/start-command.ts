@@ -18,10 +18,10 @@ import type { CliIo } from './io';
 const CLOSE_MARGIN_MS = 10_000;
 
 /** Env and jobs module, validated; a usage error (exit 2) prints what is wrong. */
-function loadConfiguration(io: CliIo): { config: ShardcronEnvConfig; jobs: ResolvedJobDefinition[] } | undefined {
+async function loadConfiguration(io: CliIo): Promise<{ config: ShardcronEnvConfig; jobs: ResolvedJobDefinition[] } | undefined> {
   try {
     const config = loadEnvConfig(io.env);
-    return { config, jobs: config.jobsModule === undefined ? [] : loadJobsModule(config.jobsModule) };
+    return { config, jobs: config.jobsModule === undefined ? [] : await loadJobsModule(config.jobsModule) };
   } catch (err) {
     if (!(err instanceof ShardcronError && err.code === ErrorCodes.INVALID_CONFIG)) throw err;
     io.err(err instanceof ConfigError || !(err.cause instanceof Error) ? err.message : `${err.message}\n${err.cause.stack ?? ''}`);
@@ -80,7 +80,7 @@ function logLeadership(node: ShardcronNode, log: Logger): void {
  * 2 for an invalid environment or jobs module.
  */
 export async function runStart(io: CliIo): Promise<ExitCode> {
-  const loaded = loadConfiguration(io);
+  const loaded = await loadConfiguration(io);
   if (!loaded) return ExitCode.USAGE;
   const { config, jobs } = loaded;
   const logger = createLogger({ level: config.logLevel });

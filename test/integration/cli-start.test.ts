@@ -2,7 +2,6 @@
  * `shardcron start` and `shardcron ping` as a user runs them: `node bin/shardcron.js ...` as a child
  * process, configured only by SHARDCRON_* variables, against a real ZooKeeper and Redis.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,69 +10,16 @@ import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { getFreePort } from '../../src/dev/free-port';
 import { closeServices, isProcessAlive, startRedis, startZooKeeper, waitFor } from '../helpers/services';
 import { uniqueNamespace } from '../helpers/zk';
+import { cliExitCode, cliPids, killCliRuns, runCli } from '../helpers/cli-process';
 
 const ROOT = path.resolve(__dirname, '../..');
-const BIN = path.join(ROOT, 'bin', 'shardcron.js');
 
-interface Run {
-  child: ChildProcess;
-  stdout: string[];
-  stderr: string[];
-  /** Resolves with the exit code (null when killed by a signal). */
-  exited: Promise<number | null>;
-  /** stdout lines that are JSON. */
-  json(): Array<Record<string, unknown>>;
-}
-
-const runs: Run[] = [];
-/** Every pid spawned by this suite. */
-const pids: number[] = [];
 let zk: ZooKeeperServer;
 let redis: RedisServer;
 let dir: string;
 
-/** The environment without the caller's SHARDCRON_* variables, plus `env`. */
-function cleanEnv(env: Record<string, string>): NodeJS.ProcessEnv {
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.toUpperCase().startsWith('SHARDCRON_')));
-  return { ...base, ...env };
-}
-
-function run(args: string[], env: Record<string, string>): Run {
-  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
-  const stdout: string[] = [];
-  const stderr: string[] = [];
-  const collect = (into: string[]) => {
-    let partial = '';
-    return (chunk: Buffer) => {
-      const lines = (partial + chunk.toString('utf8')).split('\n');
-      partial = lines.pop() ?? '';
-      into.push(...lines);
-    };
-  };
-  child.stdout.on('data', collect(stdout));
-  child.stderr.on('data', collect(stderr));
-  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-  const json = () =>
-    stdout.flatMap((line) => {
-      try {
-        return [JSON.parse(line) as Record<string, unknown>];
-      } catch {
-        return [];
-      }
-    });
-  const r = { child, stdout, stderr, exited, json };
-  runs.push(r);
-  if (child.pid !== undefined) pids.push(child.pid);
-  return r;
-}
-
-/** Waits (with a deadline) for the exit code. */
-async function exitCode(r: Run, timeoutMs: number): Promise<number | null> {
-  let code: number | null | undefined;
-  void r.exited.then((c) => (code = c));
-  await waitFor(() => code !== undefined, { timeoutMs, message: `exit of ${r.child.spawnargs.slice(2).join(' ')}; stderr: ${r.stderr.join('\n')}` });
-  return code!;
-}
+const run = (args: string[], env: Record<string, string>) => runCli(args, env);
+const exitCode = cliExitCode;
 
 function nodeEnv(extra: Record<string, string> = {}): Record<string, string> {
   return {
@@ -110,12 +56,7 @@ export default [defineJob({ name: 'slow', cron: '* * * * * ?', execute: () => ne
   fs.writeFileSync(path.join(dir, 'not-jobs.js'), 'module.exports = [{ name: "raw" }];\n');
 });
 
-afterEach(async () => {
-  for (const r of runs.splice(0)) {
-    if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill('SIGKILL');
-    await r.exited;
-  }
-});
+afterEach(killCliRuns);
 
 afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
@@ -212,6 +153,6 @@ describe('shardcron ping', () => {
 });
 
 it('leaves no child process behind', () => {
-  expect(pids.length).toBeGreaterThan(5);
-  expect(pids.filter(isProcessAlive)).toEqual([]);
+  expect(cliPids.length).toBeGreaterThan(5);
+  expect(cliPids.filter(isProcessAlive)).toEqual([]);
 });
