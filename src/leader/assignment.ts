@@ -69,3 +69,20 @@ export function changedItems(previous: Assignment | undefined, next: Assignment)
   for (const item of before.keys()) if (!after.has(item)) changed.add(item);
   return [...changed].sort((a, b) => a - b);
 }
+
+/**
+ * The one rule for where work goes when its instance cannot run it (failover of a lost instance,
+ * the move of a draining one, a reroute before the fire, a new leader's replay): each item to the
+ * instance the job's strategy gives it over the instances that can take it, which is where the
+ * job's next fires will run it. An item's stranded fires and its next fires so meet on one
+ * instance, which runs them in fire order without asking ZooKeeper who holds the item. Items
+ * beyond `total` (the count shrank meanwhile) are spread by number. Empty when no instance can take them.
+ */
+export function targetsFor(input: Omit<AssignmentInput, 'running'>, items: Iterable<number>): Map<number, string> {
+  const targets = new Map<number, string>();
+  if (input.instances.length === 0) return targets;
+  const owners = itemOwners(computeAssignment({ ...input, running: new Map() }));
+  const sorted = sortInstancesForSharding(input.instances.map((i) => ({ instanceId: i.instanceId, ip: i.ip })));
+  for (const item of items) targets.set(item, owners.get(item) ?? sorted[item % sorted.length].instanceId);
+  return targets;
+}

@@ -6,6 +6,7 @@ import { QUEUE_PREFIX } from '../shared/queue-names';
 import { registryPaths } from '../shared/registry-paths';
 import type { ZkClient } from '../shared/zk';
 import type { JobState } from './fire-dispatcher';
+import type { LiveInstance } from './job-view';
 import type { Fence } from './leader-election';
 import type { QueuePool } from './queue-pool';
 
@@ -38,7 +39,8 @@ const PENDING_STATES = ['wait', 'delayed', 'prioritized'] as const;
 /**
  * DESIGN.md flow 6, done better than ElasticJob: when an instance is lost, every unfinished
  * request in its queue (waiting, delayed and active) moves at once to live instances of the job,
- * least loaded first; none waits for an idle instance and none is taken one at a time. Intents are
+ * each item to the instance its next fires will run on (`targetsFor`, assignment.ts), oldest fire first;
+ * none waits for an idle instance and none is taken one at a time. Intents are
  * written (fenced) before the move, so a leader crash in the middle is finished by the next one.
  */
 export class FailoverCoordinator {
@@ -110,12 +112,14 @@ export class FailoverCoordinator {
         await this.deps.zk.fencedMulti(this.deps.fence()).delete(path).commit();
         continue;
       }
-      const state = this.deps.jobs().get(job);
-      const live = new Map((state?.view.eligibleInstances() ?? []).map((i) => [i.instanceId, i.info.queue]));
+      const view = this.deps.jobs().get(job)?.view;
+      const live = new Map((view?.eligibleInstances() ?? []).map((i) => [i.instanceId, i.info.queue]));
+      // The chosen target may have died since; then the item goes where failover sends it now
+      // (at least once beats never).
+      const fallback = view?.targetsFor([item], intent.from).get(item);
       const byQueue = new Map<string, ExecutionRequest[]>();
       for (const move of intent.moves) {
-        // The chosen target may have died since; then pick another (at least once beats never).
-        const target = live.get(move.target) === move.queue ? { id: move.target, queue: move.queue } : this.anyTarget(live);
+        const target = live.get(move.target) === move.queue ? { id: move.target, queue: move.queue } : fallback && { id: fallback.instanceId, queue: fallback.info.queue };
         if (!target) continue;
         const request = this.failoverRequest(job, item, move.fireTime, intent.from);
         byQueue.set(target.queue, [...(byQueue.get(target.queue) ?? []), request]);
@@ -139,42 +143,37 @@ export class FailoverCoordinator {
       for (const r of requests) this.deps.onMissed({ job, item: r.item, fireTime: r.fireTime, from, reason: 'failover-off' });
       return true;
     }
-    const targets = (state?.view.eligibleInstances() ?? []).filter((i) => i.instanceId !== from);
-    if (targets.length === 0 && reason === 'draining') {
+    const targets = state?.view.targetsFor(new Set(requests.map((r) => r.item)), from) ?? new Map<number, LiveInstance>();
+    if (targets.size === 0 && reason === 'draining') {
       this.deps.log.warn({ job, from, items: requests.map((r) => r.item) }, 'no other live instance for a draining instance\'s items; they move when it leaves');
       return false;
     }
-    if (targets.length === 0) {
+    if (targets.size === 0) {
       this.deps.log.warn({ job, from, items: requests.map((r) => r.item) }, 'no live instance to take the items; they run at the next fire');
       for (const r of requests) this.deps.onMissed({ job, item: r.item, fireTime: r.fireTime, from, reason: 'failover-off' });
       return true;
     }
-    const load = await this.loads(targets.map((t) => t.info.queue));
-    const pick = () => {
-      let best = 0;
-      for (let i = 1; i < targets.length; i += 1) if (load[i] < load[best]) best = i;
-      load[best] += 1;
-      return targets[best];
-    };
     const intents = new Map<number, FailoverIntent>();
     const byQueue = new Map<string, ExecutionRequest[]>();
-    for (const r of requests) {
-      const target = pick();
+    // Oldest fire first: a target takes an item's requests in the order they were enqueued.
+    const ordered = [...requests].sort((a, b) => a.item - b.item || a.fireTime - b.fireTime);
+    const instanceOf = new Map<string, string>();
+    for (const [i, r] of ordered.entries()) {
+      const target = targets.get(r.item)!;
+      instanceOf.set(target.info.queue, target.instanceId);
       const move = { fireTime: r.fireTime, source: r.source, target: target.instanceId, queue: target.info.queue };
       const intent = intents.get(r.item);
       if (intent) {
         intent.moves.push(move);
         intent.fireTime = Math.max(intent.fireTime, r.fireTime);
       } else intents.set(r.item, { from, fireTime: r.fireTime, moves: [move] });
-      const moved = this.failoverRequest(job, r.item, r.fireTime, from);
+      const previous = i > 0 ? ordered[i - 1] : undefined;
+      const moved = this.failoverRequest(job, r.item, r.fireTime, from, previous?.item === r.item && previous.fireTime < r.fireTime ? previous.fireTime : undefined);
       byQueue.set(target.info.queue, [...(byQueue.get(target.info.queue) ?? []), moved]);
     }
     await this.writeIntents(job, intents);
     await this.deps.queues.enqueue(byQueue);
-    for (const [queue, list] of byQueue) {
-      const target = targets.find((t) => t.info.queue === queue)!;
-      for (const request of list) this.deps.onMoved(request, target.instanceId);
-    }
+    for (const [queue, list] of byQueue) for (const request of list) this.deps.onMoved(request, instanceOf.get(queue)!);
     const tx = this.deps.zk.fencedMulti(this.deps.fence());
     for (const item of intents.keys()) tx.delete(registryPaths.leaderFailoverItem(job, item));
     await tx.commit();
@@ -192,22 +191,10 @@ export class FailoverCoordinator {
     await tx.commit();
   }
 
-  private failoverRequest(job: string, item: number, fireTime: number, from: string): ExecutionRequest {
-    return { job, item, fireTime, source: 'FAILOVER', epoch: this.deps.epoch(), from };
-  }
-
-  private async loads(queues: string[]): Promise<number[]> {
-    return Promise.all(
-      queues.map(async (name) => {
-        const counts = await this.deps.queues.get(name).getJobCounts('wait', 'active', 'delayed', 'prioritized');
-        return Object.values(counts).reduce((a, b) => a + b, 0);
-      }),
-    );
-  }
-
-  private anyTarget(live: ReadonlyMap<string, string>): { id: string; queue: string } | undefined {
-    const first = [...live][0];
-    return first ? { id: first[0], queue: first[1] } : undefined;
+  private failoverRequest(job: string, item: number, fireTime: number, from: string, after?: number): ExecutionRequest {
+    const request: ExecutionRequest = { job, item, fireTime, source: 'FAILOVER', epoch: this.deps.epoch(), from };
+    if (after !== undefined) request.after = after;
+    return request;
   }
 }
 

@@ -2,6 +2,7 @@ import type { ExecutionRequest, ExecutionSource } from '../shared/execution-requ
 import { fireLedgerCodec, type FireLedger } from '../shared/fire-ledger';
 import type { Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry-paths';
+import { decodeRunningNode } from '../shared/running-node';
 import { forEachLimited } from '../shared/concurrency';
 import { ErrorCodes } from '../shared/errors';
 import { ZkError, type ZkClient } from '../shared/zk';
@@ -15,6 +16,13 @@ export interface JobState {
   view: JobView;
   assignment: Assignment | undefined;
   needsReshard: boolean;
+  /**
+   * Counts the reshard triggers seen (instances, servers, flag, total). A plan remembers it, and its
+   * commit clears `needsReshard` only if no trigger came meanwhile: an instance that registered
+   * while a fire was being planned was otherwise left out until the next change (issue 22: one of
+   * three processes started together had not joined 9 s later).
+   */
+  reshards?: number;
   /** Whether the ledger node exists (created once, then only set). */
   ledgerReady: boolean;
   /** Items whose `sharding/{i}/instance` node is known to exist; made at the first reshard. */
@@ -32,6 +40,8 @@ export interface FirePlan {
   assignment: Assignment;
   clearFlag: boolean;
   requests: Map<string, ExecutionRequest[]>;
+  /** The job's {@link JobState.reshards} when the plan was made. */
+  reshards: number;
 }
 
 /** Why a fire did not dispatch. */
@@ -54,8 +64,9 @@ export class FireDispatcher {
   ) {}
 
   /** Builds the plan of one fire, or says why there is none. */
-  async plan(state: JobState, fireTime: number, source: ExecutionSource, epoch: number): Promise<FirePlan | SkipReason> {
+  async plan(state: JobState, fireTime: number, source: ExecutionSource, epoch: number, catchUp = false): Promise<FirePlan | SkipReason> {
     const { view } = state;
+    const reshards = state.reshards ?? 0;
     const config = view.config;
     if (!config) return 'no-config';
     if (config.disabled) return 'disabled';
@@ -87,7 +98,7 @@ export class FireDispatcher {
       dispatched[instanceId] = enabled;
       queues[instanceId] = queue;
       const list = requests.get(queue) ?? [];
-      for (const item of enabled) list.push({ job: config.name, item, fireTime, source, epoch });
+      for (const item of enabled) list.push(catchUp ? { job: config.name, item, fireTime, source, epoch, catchUp } : { job: config.name, item, fireTime, source, epoch });
       requests.set(queue, list);
     }
     if (requests.size === 0 && changed.length === 0) return 'no-enabled-item';
@@ -98,6 +109,7 @@ export class FireDispatcher {
       assignment,
       clearFlag: flagged,
       requests,
+      reshards,
     };
   }
 
@@ -234,7 +246,8 @@ export class FireDispatcher {
       Array.from({ length: total }, (_, item) => item),
       64,
       async (item) => {
-        const owner = await this.zk.getText(registryPaths.shardingRunning(state.view.job, item));
+        const data = await this.zk.getText(registryPaths.shardingRunning(state.view.job, item));
+        const owner = data === undefined ? undefined : decodeRunningNode(data).instanceId;
         if (owner && eligible.has(owner)) running.set(item, owner);
       },
     );

@@ -1,4 +1,5 @@
 import { type JobConfig, jobConfigCodec } from '../shared/job-config';
+import { targetsFor } from './assignment';
 import { decodeInstanceInfo, type InstanceInfo } from '../shared/instance-info';
 import type { Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry-paths';
@@ -193,6 +194,26 @@ export class JobView {
       if (info?.state === 'ready' && this.serversCache.get(info.ip)?.data !== 'DISABLED') out.push({ instanceId: entry.name, info });
     }
     return (this.eligible = sharedEligible(out));
+  }
+
+  /**
+   * Where items that lost their instance go ({@link targetsFor}): over the eligible instances but
+   * `except` (the instance they leave). Items with nowhere to go are left out.
+   */
+  targetsFor(items: Iterable<number>, except?: string): Map<number, LiveInstance> {
+    const candidates = this.eligibleInstances().filter((i) => i.instanceId !== except);
+    const config = this.lastValid;
+    const byId = new Map(candidates.map((i) => [i.instanceId, i]));
+    const owners = targetsFor(
+      {
+        job: this.job,
+        total: config?.shardingTotalCount ?? 1,
+        strategy: config?.shardingStrategy || 'AVG_ALLOCATION',
+        instances: candidates.map((i) => ({ instanceId: i.instanceId, ip: i.info.ip })),
+      },
+      items,
+    );
+    return new Map([...owners].map(([item, id]) => [item, byId.get(id)!]));
   }
 
   /** Every live instance with readable data, whatever its state. */

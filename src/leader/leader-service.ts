@@ -1,9 +1,9 @@
 import type { Redis } from 'ioredis';
 import { CoalescingRunner } from '../shared/coalescing-runner';
-import { parseCron } from '../shared/cron';
+import { parseCron, type CronSchedule } from '../shared/cron';
 import { forEachLimited } from '../shared/concurrency';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
-import type { ExecutionSource } from '../shared/execution-request';
+import type { ExecutionRequest, ExecutionSource } from '../shared/execution-request';
 import { fireLedgerCodec, type FireLedger } from '../shared/fire-ledger';
 import type { JobConfig } from '../shared/job-config';
 import { silentLogger, type Logger } from '../shared/logger';
@@ -12,7 +12,8 @@ import { TypedEmitter } from '../shared/typed-emitter';
 import { ChildrenCache, type ZkClient } from '../shared/zk';
 import { FailoverCoordinator, findOrphanedQueues, type MissedItem, type MoveReason } from './failover';
 import { FireDispatcher, type FirePlan, type JobState, type SkipReason } from './fire-dispatcher';
-import { FireTimer, systemClock, type Clock, type DueJob, type FireSchedule } from './fire-timer';
+import { planDueFires } from './due-fires';
+import { FireTimer, systemClock, type Clock, type DueJob } from './fire-timer';
 import { JobView, type JobViewListener, type LiveInstance } from './job-view';
 import { LeaderElection } from './leader-election';
 import { QueuePool, REQUEST_RETENTION_MS } from './queue-pool';
@@ -50,6 +51,8 @@ const DELIVERY_LEAD_MS = 300;
 const LEAD_WINDOW = 8;
 /** Jobs planned at the same time in one tick (only a reshard makes planning wait for reads). */
 const PLANS_AT_ONCE = 32;
+/** Fire times of one job caught up after a suspension, at most (as the timer's own catch-up). */
+const MAX_CAUGHT_UP = 100;
 /** Jobs whose views load at the same time when leadership begins. */
 const JOBS_LOADING_AT_ONCE = 256;
 
@@ -58,9 +61,9 @@ const JOBS_LOADING_AT_ONCE = 256;
  * immutable apart from its own memo), so 10,000 jobs on a few schedules hold a few parses.
  */
 class ScheduleCache {
-  private readonly parsed = new Map<string, FireSchedule>();
+  private readonly parsed = new Map<string, CronSchedule>();
 
-  get(cron: string, timeZone: string | undefined): FireSchedule {
+  get(cron: string, timeZone: string | undefined): CronSchedule {
     const key = `${timeZone ?? ''}\u0000${cron}`;
     let schedule = this.parsed.get(key);
     if (!schedule) {
@@ -91,7 +94,6 @@ export interface LeaderServiceEvents {
 /** A tick queued on the chain and not started yet: the jobs due, each with its fire times. */
 interface WaitingTick {
   due: Map<string, DueJob>;
-  late: boolean;
   earliest: number;
 }
 
@@ -119,8 +121,14 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   private readonly loading = new Map<string, Promise<void>>();
   private jobsCache: ChildrenCache | undefined;
   private timer: FireTimer | undefined;
-  /** Fires that came due while leadership was suspended: job -> latest nominal time. */
+  /** Fires that came due while leadership was suspended (or whose ledger write failed): job -> earliest nominal time. */
   private readonly missedWhileSuspended = new Map<string, number>();
+  /**
+   * Fires at or before this time came due while no leader could dispatch them: before this leader
+   * took over, or while it was suspended. They run each as itself when at most
+   * {@link leaderlessGraceMs} late ({@link planDueFires}).
+   */
+  private leaderlessUntil: number | undefined;
   /** Serializes ticks, enqueues and queue moves, so one job's ledgers are written in fire order. */
   private tickChain: Promise<void> = Promise.resolve();
   /** Enqueues of committed fires waiting for their time (the lead before their nominal time). */
@@ -149,6 +157,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     const state = this.jobs.get(view.job);
     if (state?.view !== view) return;
     state.needsReshard = true;
+    state.reshards = (state.reshards ?? 0) + 1;
     this.log.debug({ job: view.job, reason }, 'resharding at the next fire');
   };
 
@@ -232,6 +241,8 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       return;
     }
     if (generation !== this.generation) return;
+    // Fires due before now came due with no leader (since each job's last ledger).
+    this.leaderlessUntil = this.clock.now();
     timer.start();
     this.emit('leader:elected', { epoch });
     await this.sweepOrphanedQueues().catch((err) => this.log.error({ err }, 'could not sweep queues of lost instances'));
@@ -247,6 +258,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.jobs.clear();
     this.loading.clear();
     this.missedWhileSuspended.clear();
+    this.leaderlessUntil = undefined;
     this.schedules.clear();
     await Promise.allSettled([cache?.close(), ...states.map((s) => s.view.close())]);
   }
@@ -337,8 +349,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
 
   // ---- firing -----------------------------------------------------------------------------
 
-  /** `late`: every fire is late (catch-up after a suspension), whatever the clock says. */
-  private onDue(due: DueJob[], late = false): Promise<void> {
+  private onDue(due: DueJob[]): Promise<void> {
     // A tick still waiting for the chain after its fire time means the leader fell behind (a
     // takeover of 10,000 jobs, a stalled ZooKeeper): later wake-ups join it instead of queueing
     // behind it, so it catches up in one tick, each job once under its earliest due time (the
@@ -346,7 +357,6 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     // every later fire late too.
     const waiting = this.waitingTick;
     if (waiting && this.clock.now() > waiting.earliest) {
-      waiting.late ||= late;
       for (const d of due) {
         const known = waiting.due.get(d.job);
         if (known) known.fireTimes.push(...d.fireTimes);
@@ -354,11 +364,11 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       }
       return this.tickChain;
     }
-    const tick: WaitingTick = { due: new Map(due.map((d) => [d.job, d])), late, earliest: due.reduce((min, d) => Math.min(min, d.fireTimes[0]), Number.POSITIVE_INFINITY) };
+    const tick: WaitingTick = { due: new Map(due.map((d) => [d.job, d])), earliest: due.reduce((min, d) => Math.min(min, d.fireTimes[0]), Number.POSITIVE_INFINITY) };
     this.waitingTick = tick;
     return this.onChain(() => {
       if (this.waitingTick === tick) this.waitingTick = undefined;
-      return this.tick([...tick.due.values()], tick.late);
+      return this.tick([...tick.due.values()]);
     }, 'fire tick failed');
   }
 
@@ -367,7 +377,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     return this.tickChain;
   }
 
-  private async tick(due: DueJob[], forceLate: boolean): Promise<void> {
+  private async tick(due: DueJob[]): Promise<void> {
     const started = this.clock.now();
     if (this.election.state === 'suspended') {
       for (const d of due) if (!this.missedWhileSuspended.has(d.job)) this.missedWhileSuspended.set(d.job, d.fireTimes[0]);
@@ -378,43 +388,42 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       for (const d of due) this.emit('fire:skipped', { job: d.job, fireTime: d.fireTimes[d.fireTimes.length - 1], reason: 'not-leader' });
       return;
     }
-    const current = this.splitAhead(due, started);
-    const planned: Array<FirePlan | undefined> = new Array(current.length);
+    const runs: Array<{ job: string; fireTime: number; source: ExecutionSource; catchUp: boolean }> = [];
+    const later: DueJob[] = [];
+    for (const d of due) {
+      const config = this.jobs.get(d.job)?.view.config;
+      const plan = planDueFires({
+        fireTimes: d.fireTimes,
+        now: started,
+        misfire: config?.misfire ?? true,
+        lateToleranceMs: this.lateToleranceMs,
+        leaderlessUntil: this.leaderlessUntil,
+        leaderlessGraceMs: this.leaderlessGraceMs(),
+      });
+      for (const fireTime of plan.skipped) this.skip(d.job, fireTime, 'missed');
+      if (plan.run) runs.push({ job: d.job, ...plan.run });
+      // Fires left for later go to a tick of their own, queued behind this one, so that each job's
+      // ledgers stay in fire order (a fire still ahead folded into a MISFIRE run would run early and
+      // have no run of its own: the ZooKeeper-restart chaos test saw a fire with no start at all).
+      if (plan.later.length > 0) later.push({ job: d.job, fireTimes: plan.later, truncated: false });
+    }
+    if (later.length > 0) void this.onDue(later);
+    const planned: Array<FirePlan | undefined> = new Array(runs.length);
     // Planning reads nothing unless a job reshards (then its `running` nodes): several at a time.
-    await forEachLimited(current.keys(), PLANS_AT_ONCE, async (i) => {
-      const d = current[i];
-      // Several due fire times run once ("fire once now"), under the earliest: a fire that a dead
-      // leader never dispatched still runs exactly once as itself; the later ones are coalesced.
-      const fireTime = d.fireTimes[0];
-      const late = forceLate || d.fireTimes.length > 1 || started - fireTime > this.lateToleranceMs;
-      planned[i] = await this.planFire(d.job, fireTime, late ? 'MISFIRE' : 'NORMAL', epoch);
+    await forEachLimited(runs.keys(), PLANS_AT_ONCE, async (i) => {
+      const { job, fireTime, source, catchUp } = runs[i];
+      planned[i] = await this.planFire(job, fireTime, source, epoch, catchUp);
     });
     await this.dispatch(planned.filter((p): p is FirePlan => p !== undefined), started);
   }
 
   /**
-   * The fires of `due` this tick runs. Wake-ups that came while the tick waited joined it, and the
-   * timer hands fires over a lead before their time: a fire still ahead when the tick starts is not
-   * late, and folded into the job's MISFIRE run it would run early and have no run of its own (the
-   * ZooKeeper-restart chaos test saw a fire with no start at all). Such fires go to a tick of their
-   * own, queued behind this one, so each job's ledgers stay in fire order.
+   * How late a fire that came due with no leader may be and still run as itself: twice the session
+   * timeout, which covers a takeover (the old leader's session expires within one, the new leader
+   * loads and dispatches well within the other) and any suspension that kept the session.
    */
-  private splitAhead(due: readonly DueJob[], started: number): DueJob[] {
-    const current: DueJob[] = [];
-    const later: DueJob[] = [];
-    for (const d of due) {
-      // Oldest first: this tick runs the fires up to the first one still ahead, and at least one.
-      const ahead = d.fireTimes.findIndex((t) => t > started);
-      const cut = ahead < 0 ? d.fireTimes.length : Math.max(1, ahead);
-      if (cut === d.fireTimes.length) {
-        current.push(d);
-        continue;
-      }
-      current.push({ ...d, fireTimes: d.fireTimes.slice(0, cut) });
-      later.push({ job: d.job, fireTimes: d.fireTimes.slice(cut), truncated: false });
-    }
-    if (later.length > 0) void this.onDue(later);
-    return current;
+  private leaderlessGraceMs(): number {
+    return 2 * this.options.zk.negotiatedSessionTimeoutMs;
   }
 
   /** How long before its nominal time a prepared fire is enqueued. */
@@ -432,15 +441,11 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.leadMs = lead;
   }
 
-  /** Plans one fire; a late fire runs once (source MISFIRE) only when the job's misfire is on. */
-  private async planFire(job: string, fireTime: number, source: ExecutionSource, epoch: number): Promise<FirePlan | undefined> {
+  /** Plans one fire ({@link planDueFires} decided which, and its source). */
+  private async planFire(job: string, fireTime: number, source: ExecutionSource, epoch: number, catchUp: boolean): Promise<FirePlan | undefined> {
     const state = this.jobs.get(job);
     if (!state) return undefined;
-    if (source === 'MISFIRE' && state.view.config && !state.view.config.misfire) {
-      this.skip(job, fireTime, 'missed');
-      return undefined;
-    }
-    const plan = await this.dispatcher.plan(state, fireTime, source, epoch);
+    const plan = await this.dispatcher.plan(state, fireTime, source, epoch, catchUp);
     if (typeof plan === 'string') {
       this.skip(job, fireTime, plan);
       return undefined;
@@ -470,7 +475,8 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       const state = this.jobs.get(plan.job);
       if (state) {
         state.assignment = plan.assignment;
-        state.needsReshard = false;
+        // A trigger that came while the plan was made still counts: the next fire reshards again.
+        if ((state.reshards ?? 0) === plan.reshards) state.needsReshard = false;
       }
     }
     this.adaptLead(this.clock.now() - started);
@@ -504,24 +510,22 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
 
   /**
    * Sends the requests of instances that died or began draining since the plan was made to live
-   * ones instead (round robin over the eligible instances): nothing ran yet, so this is what
-   * planning at the fire time would have done. The ledger still names the old owner; the next fire
+   * ones instead (each item where the job's next fires will run it, `targetsFor`): nothing ran yet,
+   * so this is what planning at the fire time would have done. The ledger still names the old owner; the next fire
    * reshards, since the assignment no longer holds.
    */
   private reroute(plan: FirePlan): void {
     const view = this.jobs.get(plan.job)?.view;
     if (!view) return;
-    let targets: readonly LiveInstance[] | undefined;
-    let next = 0;
     for (const [instanceId, queue] of Object.entries(plan.ledger.queues)) {
       const info = view.instance(instanceId);
       if (info && info.queue === queue && info.state === 'ready') continue;
-      targets ??= view.eligibleInstances();
-      if (targets.length === 0) return;
       const requests = plan.requests.get(queue) ?? [];
+      const targets = view.targetsFor(requests.map((r) => r.item), instanceId);
+      if (targets.size === 0) return;
       plan.requests.delete(queue);
       for (const request of requests) {
-        const target = targets[next++ % targets.length];
+        const target = targets.get(request.item)!;
         const list = plan.requests.get(target.info.queue);
         if (list) list.push(request);
         else plan.requests.set(target.info.queue, [request]);
@@ -529,6 +533,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       this.log.info({ job: plan.job, fireTime: plan.ledger.fireTime, from: instanceId, items: requests.map((r) => r.item) }, 'instance left before the fire; its items go to live instances');
     }
   }
+
 
   /**
    * Enqueues committed fires, then does what their ledgers imply but the enqueue does not. After a
@@ -564,13 +569,24 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.emit('fire:skipped', { job, fireTime, reason });
   }
 
-  /** After a suspension: fires that came due meanwhile follow the misfire policy. */
+  /**
+   * After a suspension (or a ledger write that failed): every fire that came due meanwhile, from the
+   * earliest one missed, is due now; {@link planDueFires} runs each as itself while it is recent
+   * enough, and applies the misfire policy to older ones.
+   */
   private catchUpAfterSuspension(): void {
     const missed = [...this.missedWhileSuspended];
     this.missedWhileSuspended.clear();
     if (missed.length === 0) return;
-    const due = missed.map(([job, fireTime]) => ({ job, fireTimes: [fireTime], truncated: false }));
-    void this.onDue(due, true);
+    const now = this.clock.now();
+    this.leaderlessUntil = Math.max(this.leaderlessUntil ?? 0, now);
+    const due: DueJob[] = [];
+    for (const [job, earliest] of missed) {
+      const config = this.jobs.get(job)?.view.config;
+      const since = config?.cron ? this.schedules.get(config.cron, config.timeZone).between(earliest - 1, now, MAX_CAUGHT_UP) : [];
+      due.push({ job, fireTimes: since.length > 0 ? since : [earliest], truncated: false });
+    }
+    void this.onDue(due);
   }
 
   // ---- failover ---------------------------------------------------------------------------
@@ -631,7 +647,9 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     if (this.clock.now() - ledger.fireTime > REQUEST_RETENTION_MS) return;
     const state = this.jobs.get(job);
     if (!state) return;
-    const byQueue = new Map<string, Array<{ job: string; item: number; fireTime: number; source: ExecutionSource; epoch: number }>>();
+    const byQueue = new Map<string, ExecutionRequest[]>();
+    // Enqueued after their time by a new leader: catch-up work (see ExecutionRequest.catchUp).
+    const request = (item: number): ExecutionRequest => ({ job, item, fireTime: ledger.fireTime, source: ledger.source, epoch: ledger.epoch, catchUp: true });
     const orphaned: number[] = [];
     for (const [instanceId, items] of Object.entries(ledger.assignment)) {
       const queue = ledger.queues[instanceId];
@@ -639,21 +657,21 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
         orphaned.push(...items);
         continue;
       }
-      byQueue.set(queue, items.map((item) => ({ job, item, fireTime: ledger.fireTime, source: ledger.source, epoch: ledger.epoch })));
+      byQueue.set(queue, items.map(request));
     }
     if (orphaned.length > 0) {
       // Their instances died before or after the enqueue: if before, nothing else will run them,
       // so they go to live instances (a request the dead instance did take is failed over from its
       // queue as well; the completed list makes the second run a no-op).
-      const targets = state.view.eligibleInstances();
-      orphaned.forEach((item, i) => {
-        const target = targets[i % Math.max(targets.length, 1)];
-        if (!target) return;
+      const targets = state.view.targetsFor(orphaned);
+      for (const item of orphaned) {
+        const target = targets.get(item);
+        if (!target) continue;
         const list = byQueue.get(target.info.queue) ?? [];
-        list.push({ job, item, fireTime: ledger.fireTime, source: ledger.source, epoch: ledger.epoch });
+        list.push(request(item));
         byQueue.set(target.info.queue, list);
-      });
-      this.log.warn({ job, fireTime: ledger.fireTime, items: orphaned, live: targets.length }, 'last fire names instances that are gone; their items go to live instances');
+      }
+      this.log.warn({ job, fireTime: ledger.fireTime, items: orphaned, live: targets.size }, 'last fire names instances that are gone; their items go to live instances');
     }
     // A ledger written ahead of its fire is enqueued no earlier than any fire is.
     await this.at(ledger.fireTime - this.deliveryLeadMs(), () => this.queues.enqueue(byQueue));

@@ -16,6 +16,19 @@ export const executionRequestSchema = z.object({
   epoch: z.number().int().nonnegative(),
   /** For FAILOVER: the instance the item was taken from. */
   from: z.string().optional(),
+  /**
+   * Catch-up work: a fire dispatched late because no leader could dispatch it in time (a takeover,
+   * a suspension), or a request that waited for its item behind other catch-up work. A request that
+   * finds its item held by a catch-up run waits for it instead of counting as a misfire; FAILOVER
+   * requests are catch-up work without the flag (docs/design-notes.md, "Failover and catch-up").
+   */
+  catchUp: z.literal(true).optional(),
+  /**
+   * FAILOVER: the fire of the same item moved with this one just before it. The target runs the
+   * item's stranded fires in fire order: this request lets that one go first once it has arrived
+   * (consumers may take them in any order), waiting at most a couple of seconds for it.
+   */
+  after: z.number().int().nonnegative().optional(),
 });
 
 export type ExecutionRequest = z.output<typeof executionRequestSchema>;

@@ -6,6 +6,8 @@ import type { JobConfig } from '../shared/job-config';
 import { formatTaskId, type ExecutionOutcome, type ExecutionStatus, type ResolvedJobDefinition, type ShardingContext } from '../shared/job-definition';
 import type { Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry-paths';
+import { parseCron, type CronSchedule } from '../shared/cron';
+import { decodeRunningNode, encodeRunningNode, type RunningHolder } from '../shared/running-node';
 import { parseShardingItemParameters } from '../shared/sharding-item-parameters';
 import { isRetryable, ZkError, type ZkClient, type ZkOp, type ZkSessionOps, type ZkStat } from '../shared/zk';
 import { formatCompletedFires, parseCompletedFires, withCompletedFire } from './completed-fires';
@@ -39,6 +41,38 @@ interface SeenItem {
   done: readonly number[];
   markFree?: number;
 }
+
+/**
+ * An item found taken: by a run of this process (`local`) or of another one, and whether that run
+ * is catch-up work (see `ExecutionRequest.catchUp`), which a request waits for.
+ */
+interface Busy {
+  busy: true;
+  local: boolean;
+  catchUp: boolean;
+}
+
+/** What an attempt to lock an item got. */
+type Acquired = Hold | Busy;
+
+const isBusy = (acquired: Acquired): acquired is Busy => (acquired as Busy).busy === true;
+
+/** How {@link ItemExecutor.acquire} treats an item found running. */
+interface AcquireOptions {
+  /** Leave a misfire mark (misfire on) when the holder is a regular run. */
+  markOnBusy: boolean;
+  /** Return at once, without a mark, when the holder is a catch-up run: the request waits for it. */
+  waitBehindCatchUp: boolean;
+  /** This run is catch-up work (said in the lock's data). */
+  catchUp: boolean;
+}
+
+/** How often a request waiting for its item behind a run of this process looks again anyway. */
+const TURN_POLL_MS = 500;
+/** How long a moved request waits for the one moved just before it (`ExecutionRequest.after`), at most. */
+const AFTER_WAIT_MS = 2_000;
+/** How often such a request looks whether the earlier one has come. */
+const ARRIVAL_POLL_MS = 100;
 
 /** An item lock taken ahead of its request's fire time (`ItemExecutor.lockAhead`). */
 export interface EarlyLock {
@@ -116,8 +150,22 @@ export interface ExecutorContext {
  * Without monitorExecution the same rule applies within this process only.
  */
 export class ItemExecutor {
-  /** Items (`{job}|{item}`) an execution of this process holds (monitorExecution off). */
-  private readonly localRunning = new Set<string>();
+  /** Items (`{job}|{item}`) an execution of this process holds (monitorExecution off): whether it catches up. */
+  private readonly localRunning = new Map<string, boolean>();
+  /**
+   * Requests waiting for an item a run of this process holds, oldest fire first: each release of
+   * the item lets the oldest try again, so an item's stranded fires run in fire order here.
+   */
+  private readonly waiters = new Map<string, Array<{ fireTime: number; wake: () => void }>>();
+  /**
+   * Fire times of the requests of this process between the start and the end of `run`, per item:
+   * an item's older fire goes first, also when the consumers happened to take a newer one first.
+   */
+  private readonly inFlight = new Map<string, number[]>();
+  /** Fire times whose requests left `run` here while others of their item were in it (see `after`). */
+  private readonly departed = new Map<string, Set<number>>();
+  /** Each cron schedule, parsed once per config, for the limit of a catch-up wait. */
+  private readonly schedules = new WeakMap<JobConfig, CronSchedule | null>();
   /**
    * With monitorExecution: per item, the executions of this process between sending a lock
    * create and the end of their release (or of the failed attempt). A `running` node of our own
@@ -150,15 +198,17 @@ export class ItemExecutor {
   }
 
   /**
-   * Executes the request; resolves with the final status of its last run, or `deferred` when a
-   * request that must run (a FAILOVER, or one put back after an abort) found the item running: such
-   * a request is work that was assigned and not done, so it waits for the lock and runs under its
-   * own fire time instead of being folded into a misfire that a newer fire could coalesce.
+   * Executes the request; resolves with the final status of its last run, or `deferred` when the
+   * request must wait for its item and another process holds it: a request that must run (a
+   * FAILOVER, or one put back after an abort) is work that was assigned and not done, and a request
+   * that finds the item catching up (see `ExecutionRequest.catchUp`) waits its turn, both under
+   * their own fire times instead of being folded into a misfire that a newer fire could coalesce.
+   * Behind a run of this process such a request waits here, oldest fire first.
    */
   async run(
     definition: ResolvedJobDefinition,
     request: ExecutionRequest,
-    options: { mustRun?: boolean; lockedAhead?: EarlyLock } = {},
+    options: { mustRun?: boolean; lockedAhead?: EarlyLock; enqueuedAt?: number } = {},
   ): Promise<ExecutionStatus | 'deferred'> {
     const config = this.ctx.config(request.job);
     const early = options.lockedAhead;
@@ -174,15 +224,76 @@ export class ItemExecutor {
     }
     const key = itemKey(request);
     const mustRun = request.source === 'FAILOVER' || options.mustRun === true;
+    // A request waits behind catch-up work until its job's next fire after it was enqueued is due;
+    // then it is a fire that found its item running (misfire policy). Bounded so that a job whose
+    // runs outlast its period does not pile up waiting fires for ever.
+    const waitLimit = mustRun ? Number.POSITIVE_INFINITY : this.nextFireAfter(config, Math.max(request.fireTime, options.enqueuedAt ?? 0));
+    let catchUp = mustRun || request.catchUp === true;
+    const inFlight = this.inFlight.get(key) ?? [];
+    inFlight.push(request.fireTime);
+    this.inFlight.set(key, inFlight);
+    // A newer fire of the item may be waiting for this one to arrive (`after`).
+    this.passTurn(key);
+    try {
+      return await this.runRounds(definition, config, request, key, mustRun, catchUp, waitLimit, early);
+    } finally {
+      inFlight.splice(inFlight.indexOf(request.fireTime), 1);
+      if (inFlight.length === 0 && this.inFlight.get(key) === inFlight) {
+        this.inFlight.delete(key);
+        this.departed.delete(key);
+      } else {
+        let departed = this.departed.get(key);
+        if (!departed) this.departed.set(key, (departed = new Set()));
+        departed.add(request.fireTime);
+      }
+      this.passTurn(key);
+    }
+  }
+
+  /** The rounds of one request: its own run, then a run per misfire mark it finds (DESIGN.md flow 4). */
+  private async runRounds(
+    definition: ResolvedJobDefinition,
+    config: JobConfig,
+    request: ExecutionRequest,
+    key: string,
+    mustRun: boolean,
+    catchUp: boolean,
+    waitLimit: number,
+    early: EarlyLock | undefined,
+  ): Promise<ExecutionStatus | 'deferred'> {
     let current: ExecutionRequest = request;
     /** The misfire mark the current round stands for; deleted only when that round completes. */
     let mark: MisfireMark | undefined;
     let status: ExecutionStatus = 'skipped';
     for (let round = 0; ; round += 1) {
-      const hold = round === 0 && early ? early.hold : await this.acquire(config, current, key, !mustRun);
-      if (!hold) {
+      let hold: Hold | undefined = round === 0 ? early?.hold : undefined;
+      // The fire moved with this one just before it goes first once it is here (the consumers take
+      // requests in any order), and so does any older fire of the item taken by this process.
+      if (!hold && round === 0 && request.after !== undefined) {
+        const until = Date.now() + AFTER_WAIT_MS;
+        const after = request.after;
+        while (!this.arrived(key, after) && Date.now() < until) {
+          if (!(await this.waitForTurn(key, current.fireTime, () => this.arrived(key, after), ARRIVAL_POLL_MS))) return 'aborted';
+        }
+      }
+      // Catch-up work only: a regular fire that finds an older run of its item takes the misfire path.
+      while (!hold && round === 0 && catchUp && this.olderInFlight(key, current.fireTime)) {
+        if (!(await this.waitForTurn(key, current.fireTime))) return 'aborted';
+      }
+      while (!hold) {
+        const waiting = round === 0 && Date.now() < waitLimit;
+        const acquired = await this.acquire(config, current, key, { markOnBusy: !mustRun, waitBehindCatchUp: waiting, catchUp: catchUp && round === 0 });
+        if (!isBusy(acquired)) {
+          hold = acquired;
+          break;
+        }
         if (round > 0) return status; // the mark stays for whoever holds the item now
-        return mustRun ? 'deferred' : this.skipped(current, 'item running elsewhere; misfire recorded');
+        if (!mustRun && !(waiting && acquired.catchUp)) return this.skipped(current, config.misfire ? 'item running elsewhere; misfire recorded' : 'item running elsewhere; fire skipped (misfire off)');
+        if (!acquired.local) return 'deferred';
+        // Behind a run of our own: wait for its release here, then try again. Our run follows
+        // catch-up work, so it is catch-up work itself.
+        catchUp = true;
+        if (!(await this.waitForTurn(key, current.fireTime))) return 'aborted';
       }
       let released: Released | undefined;
       if (hold.done?.includes(current.fireTime)) {
@@ -233,13 +344,15 @@ export class ItemExecutor {
    * the same round trip: the read is sent right behind the create on the same session, so
    * ZooKeeper answers it after the create, i.e. under the lock.
    */
-  private async acquire(config: JobConfig, request: ExecutionRequest, key: string, markOnBusy: boolean): Promise<Hold | undefined> {
+  private async acquire(config: JobConfig, request: ExecutionRequest, key: string, options: AcquireOptions): Promise<Acquired> {
     if (!config.monitorExecution) {
-      if (this.localRunning.has(key)) {
-        if (config.misfire && markOnBusy) this.localMisfire.set(key, Math.max(this.localMisfire.get(key) ?? 0, request.fireTime));
-        return undefined;
+      const holder = this.localRunning.get(key);
+      if (holder !== undefined) {
+        if (holder && options.waitBehindCatchUp) return { busy: true, local: true, catchUp: true };
+        if (config.misfire && options.markOnBusy) this.localMisfire.set(key, Math.max(this.localMisfire.get(key) ?? 0, request.fireTime));
+        return { busy: true, local: true, catchUp: holder };
       }
-      this.localRunning.add(key);
+      this.localRunning.set(key, options.catchUp);
       return {};
     }
     const running = registryPaths.shardingRunning(request.job, request.item);
@@ -248,7 +361,8 @@ export class ItemExecutor {
     // re-checking after marking closes that gap (and then the item is free to take ourselves).
     // One more attempt for a lock whose cached view of the item turned out stale.
     const itemPath = registryPaths.shardingItem(request.job, request.item);
-    const create = { type: 'create', path: running, data: this.ctx.instanceId, mode: 'ephemeral' } as const;
+    const create = { type: 'create', path: running, data: encodeRunningNode(this.ctx.instanceId, options.catchUp), mode: 'ephemeral' } as const;
+    let busy: Busy = { busy: true, local: false, catchUp: false };
     for (let attempt = 0; attempt < 4; attempt += 1) {
       const session = this.ctx.zk.onSession(this.ctx.zk.sessionId);
       // The item node as we last saw it: a version check in the lock multi proves it unchanged,
@@ -283,33 +397,117 @@ export class ItemExecutor {
           holding = true;
           return known ? { session, done: known.done, markFree: known.markFree } : await this.held(session, request, key, read!);
         }
-        if (!taken && marked === false && config.misfire && markOnBusy) {
-          await this.markMisfire(request);
-          marked = true;
-        }
         const releasesBefore = this.releases.get(key) ?? 0;
-        const stat = await this.ctx.zk.exists(running);
-        if (!stat) {
-          if (taken === false && !marked) return undefined;
-          continue;
-        }
+        const holder = await this.readHolder(running);
+        // Free by now (the holder ended, or our create whose answer was lost did not happen): again.
+        if (!holder) continue;
         // Our own session's node that no other execution of ours has claimed, and that no release
         // of ours overtook while we looked: a create whose answer was lost with the connection, or
         // a release that could not delete it. Nobody else can hold or delete that node, so it is
         // ours to use; otherwise the item would stay blocked for as long as our session lives.
-        if (stat.ephemeralOwner === this.ctx.zk.sessionId && this.claims.get(key) === 1 && (this.releases.get(key) ?? 0) === releasesBefore) {
+        if (holder.stat.ephemeralOwner === this.ctx.zk.sessionId && this.claims.get(key) === 1 && (this.releases.get(key) ?? 0) === releasesBefore) {
           this.ctx.log.info({ job: request.job, item: request.item }, 'taking over our own orphaned running node');
-          const own = this.ctx.zk.onSession(stat.ephemeralOwner);
+          const own = this.ctx.zk.onSession(holder.stat.ephemeralOwner);
           holding = true;
           return await this.held(own, request, key, own.get(itemPath));
         }
-        return undefined;
+        busy = { busy: true, local: holder.stat.ephemeralOwner === this.ctx.zk.sessionId, catchUp: holder.catchUp };
+        // Catch-up work holds the item: the request waits for it, and leaves no mark.
+        if (holder.catchUp && options.waitBehindCatchUp) return busy;
+        if (!marked && config.misfire && options.markOnBusy) {
+          await this.markMisfire(request);
+          marked = true;
+          continue;
+        }
+        return busy;
       } finally {
         if (!holding) this.unclaim(key, false);
       }
     }
-    return undefined;
+    return busy;
   }
+
+  /** The `running` node's holder with its stat, or null when the item is free. */
+  private async readHolder(running: string): Promise<(RunningHolder & { stat: ZkStat }) | null> {
+    try {
+      const { data, stat } = await this.ctx.zk.get(running);
+      return { ...decodeRunningNode(data), stat };
+    } catch (err) {
+      if (is(err, ErrorCodes.ZK_NO_NODE)) return null;
+      throw err;
+    }
+  }
+
+  /**
+   * Waits until a run of this process holding `key` releases it and this request, the oldest
+   * waiting, may try again (or `pollMs` passes, or `ready` says so already): by default until
+   * nothing of ours holds the item and no older fire of it is in `run` here. False when the worker
+   * stops meanwhile.
+   */
+  private waitForTurn(key: string, fireTime: number, ready = () => !this.holdsLocally(key) && !this.olderInFlight(key, fireTime), pollMs = TURN_POLL_MS): Promise<boolean> {
+    const stop = this.ctx.abortSignal();
+    return new Promise<boolean>((resolve) => {
+      const list = this.waiters.get(key) ?? [];
+      let timer: NodeJS.Timeout | undefined;
+      let offAbort: (() => void) | undefined;
+      const entry = {
+        fireTime,
+        wake: () => done(true),
+      };
+      const done = (ok: boolean) => {
+        const at = list.indexOf(entry);
+        if (at < 0) return;
+        list.splice(at, 1);
+        if (list.length === 0 && this.waiters.get(key) === list) this.waiters.delete(key);
+        clearTimeout(timer);
+        offAbort?.();
+        resolve(ok);
+      };
+      let at = list.findIndex((w) => w.fireTime > fireTime);
+      if (at < 0) at = list.length;
+      list.splice(at, 0, entry);
+      this.waiters.set(key, list);
+      timer = setTimeout(() => done(true), pollMs);
+      offAbort = onAbort(stop, () => done(false));
+      // What we wait for may have happened between our look and now.
+      if (ready()) done(true);
+    });
+  }
+
+  /** Whether a run (or a lock attempt) of this process holds `key`. */
+  private holdsLocally(key: string): boolean {
+    return (this.claims.get(key) ?? 0) > 0 || this.localRunning.has(key);
+  }
+
+  /** Whether fire `fireTime` of the item is in `run` here, left it, or is known completed. */
+  private arrived(key: string, fireTime: number): boolean {
+    return this.inFlight.get(key)?.includes(fireTime) === true || this.departed.get(key)?.has(fireTime) === true || this.seen.get(key)?.done.includes(fireTime) === true;
+  }
+
+  /** Whether a request of this process for an older fire of the item is in `run`. */
+  private olderInFlight(key: string, fireTime: number): boolean {
+    return this.inFlight.get(key)?.some((t) => t < fireTime) ?? false;
+  }
+
+  /** A run of ours let go of `key`: the oldest request waiting for it tries again. */
+  private passTurn(key: string): void {
+    this.waiters.get(key)?.[0]?.wake();
+  }
+
+  /** The job's first fire after `after`; never when it has no cron (a trigger-only job). */
+  private nextFireAfter(config: JobConfig, after: number): number {
+    let schedule = this.schedules.get(config);
+    if (schedule === undefined) {
+      try {
+        schedule = config.cron ? parseCron(config.cron, config.timeZone) : null;
+      } catch {
+        schedule = null; // the leader refuses such a config; here it only lifts the limit
+      }
+      this.schedules.set(config, schedule);
+    }
+    return schedule?.next(after) ?? Number.POSITIVE_INFINITY;
+  }
+
 
   /**
    * Takes the item's lock now for a request held until its fire time (monitorExecution only), so
@@ -319,10 +517,12 @@ export class ItemExecutor {
    */
   async lockAhead(request: ExecutionRequest): Promise<EarlyLock | undefined> {
     const config = this.ctx.config(request.job);
-    if (config.disabled || !config.monitorExecution) return undefined;
+    const key = itemKey(request);
+    // Requests of ours waiting for the item come first: they are older fires catching up.
+    if (config.disabled || !config.monitorExecution || this.waiters.has(key)) return undefined;
     try {
-      const hold = await this.acquire(config, request, itemKey(request), false);
-      return hold && { request, hold };
+      const acquired = await this.acquire(config, request, key, { markOnBusy: false, waitBehindCatchUp: false, catchUp: request.catchUp === true });
+      return isBusy(acquired) ? undefined : { request, hold: acquired };
     } catch (err) {
       this.ctx.log.debug({ err, job: request.job, item: request.item }, 'could not lock ahead; locking at the fire time');
       return undefined;
@@ -351,6 +551,7 @@ export class ItemExecutor {
       this.claims.delete(key);
       this.releases.delete(key);
     }
+    if (released) this.passTurn(key);
   }
 
   /**
@@ -403,6 +604,7 @@ export class ItemExecutor {
     // How the item was locked, not the config now: monitorExecution may have changed since.
     if (!hold.session) {
       this.localRunning.delete(key);
+      this.passTurn(key);
       return { recorded: true, mark: undefined };
     }
     return this.releaseMonitored(request, key, hold, completed ? hold.done : undefined, mark, config.misfire);

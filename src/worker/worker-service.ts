@@ -37,6 +37,11 @@ const TRANSIENT_ZK_CODES: ReadonlySet<string> = new Set([
   ErrorCodes.ZK_SESSION_EXPIRED,
 ]);
 
+/** Taken again after an abort put it back: it must run (see `process`). */
+function mustRunAgain(job: Job): boolean {
+  return (job.attemptsStarted ?? 0) > 1 && (job.data as { catchUp?: unknown }).catchUp !== true;
+}
+
 function isTransientZkError(err: unknown): boolean {
   return err instanceof ShardcronError && TRANSIENT_ZK_CODES.has(err.code);
 }
@@ -322,8 +327,10 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     }
     let status: Awaited<ReturnType<ItemExecutor['run']>>;
     try {
-      // A request we take for the second time was put back after an abort: it must run.
-      status = await this.executor.run(definition, request, { mustRun: (job.attemptsStarted ?? 0) > 1, lockedAhead });
+      // A request we take again was put back after an abort (it must run), or deferred behind
+      // catch-up work (then it says so, `catchUp`, and waits no longer than its limit).
+      const mustRun = mustRunAgain(job);
+      status = await this.executor.run(definition, request, { mustRun, lockedAhead, enqueuedAt: job.timestamp });
     } catch (err) {
       if (!isTransientZkError(err)) throw err;
       // ZooKeeper is unreachable for now: keep the request rather than fail it. If our session
@@ -333,13 +340,17 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       throw new DelayedError();
     }
     if (status === 'deferred') {
+      // Waiting for its item behind catch-up work: a request that was not catch-up work becomes so.
+      if (request.source !== 'FAILOVER' && !request.catchUp && !mustRunAgain(job)) await job.updateData({ ...request, catchUp: true });
       await job.moveToDelayed(Date.now() + FAILOVER_RETRY_MS, token);
       throw new DelayedError();
     }
     if (status === 'aborted') {
       // Not done: put the request back. If our session survives, we take it again; if it is lost,
       // the leader moves every waiting request of this queue to a live instance. Either way the
-      // item runs, which a "completed" mark would have prevented.
+      // item runs, which a "completed" mark would have prevented. It must run when taken again,
+      // with no limit: a request that waited behind catch-up work stops saying so.
+      if (request.catchUp) await job.updateData({ ...request, catchUp: undefined });
       await job.moveToWait(token);
       throw new WaitingError();
     }

@@ -6,6 +6,7 @@ import { Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { RedisServer } from '../../src/dev/redis-server';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
+import { targetsFor } from '../../src/leader/assignment';
 import { FailoverCoordinator } from '../../src/leader/failover';
 import type { JobState } from '../../src/leader/fire-dispatcher';
 import { QueuePool } from '../../src/leader/queue-pool';
@@ -50,13 +51,17 @@ const JOB = 'drained';
 /** A coordinator whose job has instance `a` (leaving, queue q-a) and, unless `alone`, `b` (queue q-b). */
 function coordinator(moved: string[], missed: string[] = [], alone = false): FailoverCoordinator {
   const instances = [
-    { instanceId: 'a', info: { queue: 'q-a' } },
-    { instanceId: 'b', info: { queue: 'q-b' } },
+    { instanceId: 'a', info: { queue: 'q-a', ip: '10.0.0.1' } },
+    { instanceId: 'b', info: { queue: 'q-b', ip: '10.0.0.2' } },
   ];
-  const view = {
-    config: { failover: true },
-    eligibleInstances: () => (alone ? instances.slice(0, 1) : instances),
+  const eligibleInstances = () => (alone ? instances.slice(0, 1) : instances);
+  // JobView.targetsFor over these instances, with the real rule.
+  const targets = (items: Iterable<number>, except?: string) => {
+    const candidates = eligibleInstances().filter((i) => i.instanceId !== except);
+    const owners = targetsFor({ job: JOB, total: 2, strategy: 'AVG_ALLOCATION', instances: candidates.map((i) => ({ instanceId: i.instanceId, ip: i.info.ip })) }, items);
+    return new Map([...owners].map(([item, id]) => [item, candidates.find((i) => i.instanceId === id)!]));
   };
+  const view = { config: { failover: true }, eligibleInstances, targetsFor: targets };
   const state = { view, assignment: undefined, needsReshard: false, ledgerReady: true } as unknown as JobState;
   return new FailoverCoordinator({
     zk,

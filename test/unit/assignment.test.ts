@@ -3,6 +3,7 @@ import { registerShardingStrategy, unregisterShardingStrategy } from '../../src/
 import {
   assignmentStillValid,
   changedItems,
+  targetsFor,
   computeAssignment,
   itemOwners,
   type Assignment,
@@ -153,5 +154,25 @@ describe('changedItems', () => {
 
   it('reports items that are new', () => {
     expect(changedItems({ a: [0] }, { a: [0, 1] })).toEqual([1]);
+  });
+});
+
+describe('targetsFor', () => {
+  const instances = [
+    { instanceId: 'p3', ip: '10.0.0.3' },
+    { instanceId: 'p1', ip: '10.0.0.1' },
+  ];
+
+  it('sends each item where the strategy puts it over the instances left: where its next fires run', () => {
+    // ElasticJob's AVG_ALLOCATION of 9 items over p1, p3 (sorted by IP): p1 0-3 and 8, p3 4-7.
+    const targets = targetsFor({ job: 'nine', total: 9, strategy: 'AVG_ALLOCATION', instances }, [3, 4, 5]);
+    expect([...targets]).toEqual([[3, 'p1'], [4, 'p3'], [5, 'p3']]);
+    const next = computeAssignment({ job: 'nine', total: 9, strategy: 'AVG_ALLOCATION', instances, running: new Map() });
+    for (const [item, target] of targets) expect(next[target]).toContain(item);
+  });
+
+  it('spreads items beyond the total by number, and has nowhere to send anything without instances', () => {
+    expect([...targetsFor({ job: 'j', total: 2, strategy: 'AVG_ALLOCATION', instances }, [2, 3])]).toEqual([[2, 'p1'], [3, 'p3']]);
+    expect(targetsFor({ job: 'j', total: 2, strategy: 'AVG_ALLOCATION', instances: [] }, [0]).size).toBe(0);
   });
 });
