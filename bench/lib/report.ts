@@ -81,6 +81,11 @@ export function evaluateTargets(s: BenchResults['scenarios']): Target[] {
   for (const run of s.failover?.shardcron ?? []) {
     out.push(check(`Worker failover, session timeout ${run.sessionTimeoutMs / 1000} s (slowest item)`, run.maxMs, run.sessionTimeoutMs + 1000, 'ms'));
   }
+  for (const run of s.failover?.shapes ?? []) {
+    const who = run.leaderDies ? 'the leader dies with it' : 'the leader survives';
+    out.push(check(`3-node failover, ${who} (latest item; session 2 s + tick 0.5 s + 1 s)`, run.maxLatenessMs, 3_500, 'ms'));
+    out.push(check(`3-node failover, ${who}: items never started`, run.lost, 0, ''));
+  }
   const scale = s.scale?.[s.scale.length - 1];
   const scaleName = scale ? `${scale.jobs.toLocaleString('en-US')} jobs` : 'scale';
   out.push(check(`${scaleName}: leader RSS (max over the window)`, scale?.leaderRssMb.max, 300, 'MB'));
@@ -187,6 +192,11 @@ export function renderMarkdown(r: BenchResults): string {
     out.push(table(['session timeout', 'items', 'restarted after (ms)', 'slowest', 'leader re-dispatched at'],
       s.failover.shardcron.map((f) => [`${f.sessionTimeoutMs / 1000} s`, f.items.join(', '), f.restartMs.map((x) => fmt(x)).join(', '), `${fmt(f.maxMs)} ms`, `${fmt(f.movedMs)} ms`])));
     out.push('', `BullMQ stalled-job recovery, default settings (kill -9 the worker running a job; other worker starts it): ${s.failover.bullmq.map((b) => `${fmt(b.recoveryMs)} ms`).join(', ')}.`);
+    if (s.failover.shapes?.length) {
+      out.push('', 'Three processes with both roles, ZooKeeper tick 500 ms, session 2 s, 9 items every second (400 ms each), misfire off; kill -9 100 ms after a fire:', '');
+      out.push(table(['killed', 'in-flight items restarted after', 'latest item late by', 'never started (5 s after the kill)'],
+        s.failover.shapes.map((r) => [r.leaderDies ? 'the leader' : 'not the leader', `${r.inFlightMs.map((x) => fmt(x)).join(', ')} ms`, `${fmt(r.maxLatenessMs)} ms`, String(r.lost)])));
+    }
   }
   if (s.leaderFailover) {
     out.push('', '## 4. Leader failover (kill -9 the leader; 10 jobs x 2 items every second, misfire on)', '');

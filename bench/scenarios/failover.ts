@@ -2,6 +2,12 @@
  * Scenario 3, worker failover: kill -9 a worker process while it runs items of a failover job and
  * time each item's FAILOVER start on the survivor from the kill. Peer: BullMQ's stalled-job
  * recovery with default settings (kill -9 the worker running a job; time until another one starts it).
+ *
+ * Also issue 22's shape, which the first one did not show: three processes with both roles, a
+ * ZooKeeper ticking every 500 ms, 2 s sessions, 9 items every second (400 ms each), kill -9 a process
+ * while it runs items, once with the leader surviving and once with the leader dying with the worker.
+ * A one-shot job leaves nothing stranded behind the items in flight; an every-second job leaves the
+ * fires enqueued on the dead instance before its session expired, and those must not go first.
  */
 import { Queue } from 'bullmq';
 import IORedis from 'ioredis';
@@ -26,8 +32,20 @@ export interface StallRun {
   recoveryMs: number;
 }
 
+/** One run of the 3-node shape. */
+export interface ShapeFailoverRun {
+  leaderDies: boolean;
+  /** Restart of each item the killed process was running, minus kill time (ms). */
+  inFlightMs: number[];
+  /** Per (fire, item) of the fires from the kill on, first start - max(kill, fire time), the largest (ms). */
+  maxLatenessMs: number;
+  /** (fire, item) pairs from the kill to 5 s after it that never started. */
+  lost: number;
+}
+
 export interface FailoverResult {
   shardcron: WorkerFailoverRun[];
+  shapes?: ShapeFailoverRun[];
   bullmq: StallRun[];
 }
 
@@ -64,6 +82,51 @@ async function shardcronRun(ctx: BenchContext, services: Services, sessionTimeou
   }
 }
 
+const SHAPE_ITEMS = 9;
+
+async function shapeRun(ctx: BenchContext, services: Services, leaderDies: boolean): Promise<ShapeFailoverRun> {
+  const group = new ProcessGroup();
+  const namespace = ctx.unique('shape');
+  const spec = [{ prefix: 'nine', count: 1, items: SHAPE_ITEMS, failover: true, misfire: false, sleepMs: 400, cron: '* * * * * ?' }];
+  try {
+    const nodes = await Promise.all(
+      ['node-1', 'node-2', 'node-3'].map((id) =>
+        spawnShardcron(group, { zk: services.zk.connectionString, redisUrl: services.redis.url, namespace, sessionTimeoutMs: 2_000, instanceId: id, roles: 'scheduler,worker', jobs: spec, events: ['start'] }),
+      ),
+    );
+    const all = () => nodes.flatMap((n) => starts(n).map((m): BenchMessage & { node: string } => ({ ...m, node: n.name })));
+    await waitUntil(() => new Set(all().filter((m) => m.source === 'NORMAL').map((m) => m.node)).size === 3, 30_000, 'all three nodes run items');
+    const leader = nodes.find((n) => n.events('elected').length > 0)!;
+    const victim = leaderDies ? leader : nodes.find((n) => n !== leader)!;
+    // 100 ms after a fire: the victim runs its items of that fire (400 ms each).
+    const fire = nextWholeSecond(500);
+    await sleep(fire + 100 - Date.now());
+    const inFlight = starts(victim).filter((m) => m.fireTime === fire).map((m) => m.item as number);
+    const killedAt = victim.kill('SIGKILL');
+    await sleep(8_000);
+    const first = new Map<string, number>();
+    for (const m of all()) {
+      if (m.node === victim.name) continue;
+      const key = `${m.fireTime as number}|${m.item as number}`;
+      first.set(key, Math.min(first.get(key) ?? Number.POSITIVE_INFINITY, m.at as number));
+    }
+    let lost = 0;
+    let maxLatenessMs = 0;
+    for (let f = fire + 1_000; f <= killedAt + 5_000; f += 1_000) {
+      for (let item = 0; item < SHAPE_ITEMS; item += 1) {
+        const at = first.get(`${f}|${item}`);
+        if (at === undefined) lost += 1;
+        else maxLatenessMs = Math.max(maxLatenessMs, at - Math.max(killedAt, f));
+      }
+    }
+    const inFlightMs = inFlight.map((item) => round((first.get(`${fire}|${item}`) ?? Number.NaN) - killedAt));
+    for (const ms of inFlightMs) maxLatenessMs = Math.max(maxLatenessMs, ms);
+    return { leaderDies, inFlightMs, maxLatenessMs: round(maxLatenessMs), lost };
+  } finally {
+    await group.close();
+  }
+}
+
 async function bullmqRun(ctx: BenchContext, services: Services): Promise<StallRun> {
   const group = new ProcessGroup();
   const name = ctx.unique('stall');
@@ -89,24 +152,39 @@ async function bullmqRun(ctx: BenchContext, services: Services): Promise<StallRu
 
 export async function runFailover(ctx: BenchContext): Promise<FailoverResult> {
   const quick = ctx.mode === 'quick';
+  const shardcron: WorkerFailoverRun[] = [];
+  const bullmq: StallRun[] = [];
   const services = await startServices(200);
   try {
-    const shardcron: WorkerFailoverRun[] = [];
     for (const timeout of quick ? [2_000, 4_000] : [2_000, 4_000, 10_000]) {
       ctx.log(`failover: worker kill -9, session timeout ${timeout} ms`);
       const run = await shardcronRun(ctx, services, timeout);
       ctx.log(`  restarted after ${run.restartMs.join(', ')} ms (leader moved them at +${run.movedMs} ms)`);
       shardcron.push(run);
     }
-    const bullmq: StallRun[] = [];
     for (let i = 0; i < (quick ? 1 : 3); i += 1) {
       ctx.log('failover: BullMQ worker kill -9, default stalled-job settings');
       const run = await bullmqRun(ctx, services);
       ctx.log(`  picked up after ${run.recoveryMs} ms`);
       bullmq.push(run);
     }
-    return { shardcron, bullmq };
   } finally {
     await services.close();
   }
+  // Issue 22's shape runs on a ZooKeeper of its own, ticking every 500 ms as in the report.
+  const shapes: ShapeFailoverRun[] = [];
+  const shapeServices = await startServices(500);
+  try {
+    for (const leaderDies of [false, true]) {
+      for (let i = 0; i < (quick ? 1 : 3); i += 1) {
+        ctx.log(`failover: 3 nodes with both roles, kill -9 ${leaderDies ? 'the leader' : 'a node that is not the leader'}`);
+        const run = await shapeRun(ctx, shapeServices, leaderDies);
+        ctx.log(`  in-flight items restarted after ${run.inFlightMs.join(', ')} ms; latest item ${run.maxLatenessMs} ms late; ${run.lost} lost`);
+        shapes.push(run);
+      }
+    }
+  } finally {
+    await shapeServices.close();
+  }
+  return { shardcron, shapes, bullmq };
 }

@@ -2,7 +2,8 @@
  * Soak test, run on demand (`npm run soak -- --seed 7 --cycles 100`): a cluster of real processes
  * takes seeded random faults (kill -9 a worker or the leader, SIGSTOP a worker past its session,
  * a graceful restart) and the execution log is checked against invariants I1-I3 at the end.
- * The same seed replays the same sequence of faults.
+ * The same seed replays the same sequence of faults. `--shape both-roles` runs four processes that
+ * are each scheduler and worker (the default, `split`, runs four workers and two schedulers).
  */
 import { RedisServer } from '../../src/dev/redis-server';
 import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
@@ -12,6 +13,8 @@ import { waitFor } from '../helpers/services';
 const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]] as const).filter(([a]) => a.startsWith('--')));
 const seed = Number(args.get('--seed') ?? 1);
 const cycles = Number(args.get('--cycles') ?? 100);
+const shape = args.get('--shape') ?? 'split';
+if (shape !== 'split' && shape !== 'both-roles') throw new Error(`--shape must be split or both-roles, got ${shape}`);
 const SESSION_MS = 2_000;
 
 /** mulberry32: tiny, seedable, good enough to pick faults. */
@@ -41,21 +44,30 @@ async function main(): Promise<void> {
   let serial = 0;
   const workers: string[] = [];
   const schedulers: string[] = [];
+  // With both roles, every process is on both lists: a worker fault may hit the leader too.
+  const both = shape === 'both-roles';
   const startWorker = async () => {
-    const name = `w${++serial}`;
-    await cluster.start(name, 'worker', jobs);
+    const name = `${both ? 'n' : 'w'}${++serial}`;
+    await cluster.start(name, both ? 'scheduler,worker' : 'worker', jobs);
     workers.push(name);
+    if (both) schedulers.push(name);
   };
   const startScheduler = async () => {
+    if (both) return startWorker();
     const name = `s${++serial}`;
     await cluster.start(name, 'scheduler', []);
     schedulers.push(name);
   };
+  const forget = (name: string) => {
+    for (const list of [workers, schedulers]) if (list.includes(name)) list.splice(list.indexOf(name), 1);
+  };
   const faults: Record<string, number> = {};
   try {
     for (let i = 0; i < 4; i += 1) await startWorker();
-    await startScheduler();
-    await startScheduler();
+    if (!both) {
+      await startScheduler();
+      await startScheduler();
+    }
     await waitFor(() => cluster.starts().length > 20, { timeoutMs: 30_000, message: 'first executions' });
     const from = Date.now();
     for (let cycle = 1; cycle <= cycles; cycle += 1) {
@@ -65,13 +77,13 @@ async function main(): Promise<void> {
         const leader = [...cluster.lines].reverse().find((l) => l.kind === 'leader' && schedulers.includes(l.node as string))?.node as string | undefined;
         const victim = leader ?? pick(schedulers);
         cluster.signal(victim, 'SIGKILL');
-        schedulers.splice(schedulers.indexOf(victim), 1);
+        forget(victim);
         await startScheduler();
       } else {
         const victim = pick(workers);
         if (fault === 'kill-worker') {
           cluster.signal(victim, 'SIGKILL');
-          workers.splice(workers.indexOf(victim), 1);
+          forget(victim);
           await startWorker();
         } else if (fault === 'stop-worker') {
           cluster.signal(victim, 'SIGSTOP');
@@ -79,7 +91,7 @@ async function main(): Promise<void> {
           cluster.signal(victim, 'SIGCONT');
         } else {
           cluster.signal(victim, 'SIGTERM');
-          workers.splice(workers.indexOf(victim), 1);
+          forget(victim);
           await cluster.exited(victim);
           await startWorker();
         }
@@ -151,6 +163,7 @@ function report(cluster: ProcessCluster, jobs: JobSpec[], from: number, to: numb
   const summary = {
     seed,
     cycles,
+    shape,
     faults,
     itemsRun: completed.length,
     failedOver,
