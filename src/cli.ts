@@ -8,7 +8,7 @@ import { processIo, type CliIo } from './cli/io';
 import { runPing } from './cli/ping-command';
 import { runStart } from './cli/start-command';
 import { PLANNED_COMMANDS, USAGE } from './cli/usage';
-import { describeEnv } from './shared/env-config';
+import { describeEnv } from './shared/config/env-config';
 
 /** Runs one command; resolves with its exit code. Never calls process.exit itself. */
 export async function runCommand(argv: readonly string[], io: CliIo = processIo): Promise<ExitCode> {

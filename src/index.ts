@@ -9,8 +9,8 @@ export {
   type ExecutionStatus,
   type JobListeners,
   type JobErrorHandler,
-} from './shared/job-definition';
-export { type JobConfig, MAX_SHARDING_TOTAL_COUNT } from './shared/job-config';
+} from './shared/config/job-definition';
+export { type JobConfig, MAX_SHARDING_TOTAL_COUNT } from './shared/config/job-config';
 export {
   shardingStrategies,
   registerShardingStrategy,
@@ -18,10 +18,10 @@ export {
   listShardingStrategies,
   javaStringHashCode,
   type ShardingStrategy,
-} from './shared/sharding-strategies';
-export { parseShardingItemParameters, formatShardingItemParameters } from './shared/sharding-item-parameters';
-export { parseCron, type CronSchedule } from './shared/cron';
-export { loadEnvConfig, ENV_VARIABLES, type ShardcronEnvConfig, type Role } from './shared/env-config';
+} from './shared/sharding/sharding-strategies';
+export { parseShardingItemParameters, formatShardingItemParameters } from './shared/sharding/sharding-item-parameters';
+export { parseCron, type CronSchedule } from './shared/cron/cron';
+export { loadEnvConfig, ENV_VARIABLES, type ShardcronEnvConfig, type Role } from './shared/config/env-config';
 export { ShardcronError, ConfigError, ErrorCodes, type ErrorCode } from './shared/errors';
-export type { ExecutionSource } from './shared/execution-request';
+export type { ExecutionSource } from './shared/registry/execution-request';
 export type { ExecutionRecord } from './worker/item-executor';

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ConfigError, ErrorCodes, ShardcronError, type FieldIssue } from './shared/errors';
-import { defineJob, isResolvedJobDefinition, type JobDefinition, type ResolvedJobDefinition } from './shared/job-definition';
+import { defineJob, isResolvedJobDefinition, type JobDefinition, type ResolvedJobDefinition } from './shared/config/job-definition';
 
 /** How Node.js (and tsx) would load a file: as CommonJS or as an ES module. */
 export type ModuleFormat = 'commonjs' | 'module';

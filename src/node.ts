@@ -1,8 +1,8 @@
 import type { Redis } from 'ioredis';
 import { createRedisConnection } from './shared/redis-connection';
 import { LeaderService } from './leader/leader-service';
-import { loadEnvConfig, type Role, type ShardcronEnvConfig } from './shared/env-config';
-import type { ResolvedJobDefinition } from './shared/job-definition';
+import { loadEnvConfig, type Role, type ShardcronEnvConfig } from './shared/config/env-config';
+import type { ResolvedJobDefinition } from './shared/config/job-definition';
 import { applyHeapGrowth, defaultHeapGrowth } from './shared/heap-growth';
 import { createLogger, type Logger } from './shared/logger';
 import { ZkClient } from './shared/zk';

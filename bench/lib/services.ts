@@ -5,8 +5,8 @@ import os from 'node:os';
 import { tcpExchange } from '../../src/dev/child-service';
 import { RedisServer } from '../../src/dev/redis-server';
 import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
-import { jobConfigCodec } from '../../src/shared/job-config';
-import { registryPaths } from '../../src/shared/registry-paths';
+import { jobConfigCodec } from '../../src/shared/config/job-config';
+import { registryPaths } from '../../src/shared/registry/registry-paths';
 import { ZkClient } from '../../src/shared/zk';
 
 export interface Services {

@@ -10,7 +10,7 @@ import { measureWindow, sleepUntil, type WindowResult } from '../lib/measure';
 import { ProcessGroup, spawnBullmq, spawnShardcron } from '../lib/procs';
 import { startServices, type Services } from '../lib/services';
 import { findQueues, nominalTime, queueStages, type Stages } from '../lib/stages';
-import { QUEUE_PREFIX } from '../../src/shared/queue-names';
+import { QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
 import { summarize, waitUntil, type Summary } from '../lib/stats';
 
 export interface LatencyCase {

@@ -11,7 +11,7 @@ import { ProcessGroup, spawnShardcron, type BenchProcess } from '../lib/procs';
 import { procSample, startServices, zkCounters, type ProcSample, type ZkCounters } from '../lib/services';
 import { findQueues, queueStages, type Stages } from '../lib/stages';
 import { round, summarize, waitUntil, type Summary } from '../lib/stats';
-import { QUEUE_PREFIX } from '../../src/shared/queue-names';
+import { QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
 
 export interface ScaleResult {
   jobs: number;

@@ -9,50 +9,12 @@
  */
 import { spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import { findExecutable } from '../dev/child-service';
+import { parseDevArgs } from './dev-options';
 import { runDevSupervisor } from './dev-supervisor';
 import { ExitCode } from './exit-codes';
 import { SHARDCRON_BIN } from './package-root';
 import type { CliIo } from './io';
-
-/** Default number of worker processes. */
-export const DEFAULT_WORKERS = 3;
-/** Most worker processes dev starts; each one is a Node process on a small machine. */
-export const MAX_WORKERS = 16;
-
-/** Parsed options of `shardcron dev`. */
-export interface DevOptions {
-  workers: number;
-  noInstall: boolean;
-  /** Set (to the launch time, epoch ms) in the supervisor process only; internal. */
-  launchedAt?: number;
-}
-
-/** Parses dev's arguments; returns an error message for bad usage. Pure. */
-export function parseDevArgs(args: readonly string[]): DevOptions | { error: string } {
-  let values: { workers?: string; 'no-install'?: boolean; supervised?: string };
-  try {
-    ({ values } = parseArgs({
-      args: [...args],
-      options: { workers: { type: 'string', short: 'w' }, 'no-install': { type: 'boolean' }, supervised: { type: 'string' } },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (err) {
-    return { error: (err as Error).message };
-  }
-  const workers = values.workers === undefined ? DEFAULT_WORKERS : Number(values.workers);
-  if (!/^\d+$/.test(values.workers ?? String(DEFAULT_WORKERS)) || workers < 1 || workers > MAX_WORKERS) {
-    return { error: `--workers ${JSON.stringify(values.workers)}: expected an integer from 1 to ${MAX_WORKERS}` };
-  }
-  const launchedAt = values.supervised === undefined ? undefined : Number(values.supervised);
-  return {
-    workers,
-    noInstall: values['no-install'] === true,
-    ...(launchedAt !== undefined && Number.isFinite(launchedAt) && { launchedAt }),
-  };
-}
 
 /** Runs `shardcron dev`; resolves with the exit code once everything it started is gone. */
 export async function runDev(args: readonly string[], io: CliIo): Promise<ExitCode> {

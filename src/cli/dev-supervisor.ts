@@ -6,10 +6,10 @@
 import path from 'node:path';
 import { makeTempDir } from '../dev/child-service';
 import { loadJobsModule } from '../jobs-module';
-import { loadEnvConfig, type ShardcronEnvConfig } from '../shared/env-config';
+import { loadEnvConfig, type ShardcronEnvConfig } from '../shared/config/env-config';
 import { ShardcronError } from '../shared/errors';
 import { DevCluster } from './dev-cluster';
-import type { DevOptions } from './dev-command';
+import type { DevOptions } from './dev-options';
 import { clockTime, DevLogRenderer } from './dev-log';
 import { DEV_ZK_TICK_MS, DevAbort, ensureDevServices, type DevServer, type DevServices } from './dev-services';
 import { ExitCode } from './exit-codes';

@@ -1,5 +1,5 @@
 /** `shardcron ping`: the health check. Exit 0 when ZooKeeper and Redis both answer, else 1. */
-import { loadEnvConfig, type ShardcronEnvConfig } from '../shared/env-config';
+import { loadEnvConfig, type ShardcronEnvConfig } from '../shared/config/env-config';
 import { ConfigError } from '../shared/errors';
 import { ExitCode } from './exit-codes';
 import type { CliIo } from './io';

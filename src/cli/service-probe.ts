@@ -6,7 +6,7 @@
 import net from 'node:net';
 import IORedis from 'ioredis';
 import * as zookeeper from 'node-zookeeper-client';
-import type { ZkServer } from '../shared/env-config';
+import type { ZkServer } from '../shared/config/env-config';
 
 /** What a probe found. `ms` is how long the answer took. */
 export type ProbeResult = { ok: true; ms: number } | { ok: false; reason: string };

@@ -5,11 +5,11 @@
  */
 import { loadJobsModule } from '../jobs-module';
 import { startNode, type ShardcronNode } from '../node';
-import { loadEnvConfig, type ShardcronEnvConfig } from '../shared/env-config';
+import { loadEnvConfig, type ShardcronEnvConfig } from '../shared/config/env-config';
 import { ConfigError, ErrorCodes, ShardcronError } from '../shared/errors';
-import type { ResolvedJobDefinition } from '../shared/job-definition';
+import type { ResolvedJobDefinition } from '../shared/config/job-definition';
 import { createLogger, type Logger } from '../shared/logger';
-import { parseShardingItemParameters } from '../shared/sharding-item-parameters';
+import { parseShardingItemParameters } from '../shared/sharding/sharding-item-parameters';
 import type { ExecutionRecord } from '../worker/item-executor';
 import { ExitCode } from './exit-codes';
 import type { CliIo } from './io';

@@ -2,7 +2,7 @@
  * Which of a job's due fire times a tick runs now, which it skips and which it leaves to later
  * ticks: the leader's misfire rules as one pure function (no I/O, unit-tested in due-fires.test.ts).
  */
-import type { ExecutionSource } from '../shared/execution-request';
+import type { ExecutionSource } from '../shared/registry/execution-request';
 
 /** What one tick does with one job's due fire times. */
 export interface DueFiresPlan {

@@ -1,9 +1,9 @@
-import { executionRequestSchema, type ExecutionRequest } from '../shared/execution-request';
-import { failoverIntentCodec, type FailoverIntent } from '../shared/fire-ledger';
+import { executionRequestSchema, type ExecutionRequest } from '../shared/registry/execution-request';
+import { failoverIntentCodec, type FailoverIntent } from '../shared/registry/fire-ledger';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../shared/logger';
-import { QUEUE_PREFIX } from '../shared/queue-names';
-import { registryPaths } from '../shared/registry-paths';
+import { QUEUE_PREFIX } from '../shared/registry/queue-names';
+import { registryPaths } from '../shared/registry/registry-paths';
 import type { ZkClient } from '../shared/zk';
 import type { JobState } from './fire-dispatcher';
 import type { LiveInstance } from './job-view';

@@ -1,12 +1,12 @@
-import type { ExecutionRequest, ExecutionSource } from '../shared/execution-request';
-import { fireLedgerCodec, type FireLedger } from '../shared/fire-ledger';
+import type { ExecutionRequest, ExecutionSource } from '../shared/registry/execution-request';
+import { fireLedgerCodec, type FireLedger } from '../shared/registry/fire-ledger';
 import type { Logger } from '../shared/logger';
-import { registryPaths } from '../shared/registry-paths';
-import { decodeRunningNode } from '../shared/running-node';
+import { registryPaths } from '../shared/registry/registry-paths';
+import { decodeRunningNode } from '../shared/registry/running-node';
 import { forEachLimited } from '../shared/concurrency';
 import { ErrorCodes } from '../shared/errors';
 import { ZkError, type ZkClient } from '../shared/zk';
-import { assignmentStillValid, changedItems, computeAssignment, type Assignment } from './assignment';
+import { assignmentStillValid, changedItems, computeAssignment, type Assignment } from '../shared/sharding/assignment';
 import type { Fence } from './leader-election';
 import type { JobView } from './job-view';
 import type { QueuePool } from './queue-pool';

@@ -1,8 +1,8 @@
-import { type JobConfig, jobConfigCodec } from '../shared/job-config';
-import { targetsFor } from './assignment';
-import { decodeInstanceInfo, type InstanceInfo } from '../shared/instance-info';
+import { type JobConfig, jobConfigCodec } from '../shared/config/job-config';
+import { targetsFor } from '../shared/sharding/assignment';
+import { decodeInstanceInfo, type InstanceInfo } from '../shared/registry/instance-info';
 import type { Logger } from '../shared/logger';
-import { registryPaths } from '../shared/registry-paths';
+import { registryPaths } from '../shared/registry/registry-paths';
 import { ChildrenCache, NodeCache, type CacheListeners, type ChildrenCacheEvents, type NodeCacheEvents, type ZkClient } from '../shared/zk';
 
 /** A live instance that can receive items of this job. */

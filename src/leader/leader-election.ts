@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { jsonCodec } from '../shared/codec';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 import { silentLogger, type Logger } from '../shared/logger';
-import { registryPaths } from '../shared/registry-paths';
+import { registryPaths } from '../shared/registry/registry-paths';
 import { CoalescingRunner } from '../shared/coalescing-runner';
 import { TypedEmitter } from '../shared/typed-emitter';
 import { ZkError, type ZkClient } from '../shared/zk';

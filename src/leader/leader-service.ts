@@ -1,13 +1,13 @@
 import type { Redis } from 'ioredis';
 import { CoalescingRunner } from '../shared/coalescing-runner';
-import { parseCron, type CronSchedule } from '../shared/cron';
+import { parseCron, type CronSchedule } from '../shared/cron/cron';
 import { forEachLimited } from '../shared/concurrency';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
-import type { ExecutionRequest, ExecutionSource } from '../shared/execution-request';
-import { fireLedgerCodec, type FireLedger } from '../shared/fire-ledger';
-import type { JobConfig } from '../shared/job-config';
+import type { ExecutionRequest, ExecutionSource } from '../shared/registry/execution-request';
+import { fireLedgerCodec, type FireLedger } from '../shared/registry/fire-ledger';
+import type { JobConfig } from '../shared/config/job-config';
 import { silentLogger, type Logger } from '../shared/logger';
-import { isValidJobName, registryPaths } from '../shared/registry-paths';
+import { isValidJobName, registryPaths } from '../shared/registry/registry-paths';
 import { TypedEmitter } from '../shared/typed-emitter';
 import { ChildrenCache, type ZkClient } from '../shared/zk';
 import { FailoverCoordinator, findOrphanedQueues, type MissedItem, type MoveReason } from './failover';

@@ -1,8 +1,8 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { executionJobId, type ExecutionRequest } from '../shared/execution-request';
+import { executionJobId, type ExecutionRequest } from '../shared/registry/execution-request';
 import { forEachLimited } from '../shared/concurrency';
-import { QUEUE_PREFIX } from '../shared/queue-names';
+import { QUEUE_PREFIX } from '../shared/registry/queue-names';
 
 /**
  * How long completed requests stay in Redis. A new leader replays the last ledgered fire of each

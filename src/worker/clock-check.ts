@@ -1,5 +1,5 @@
 import { ErrorCodes, ShardcronError } from '../shared/errors';
-import type { ResolvedJobDefinition } from '../shared/job-definition';
+import type { ResolvedJobDefinition } from '../shared/config/job-definition';
 import type { ZkClient } from '../shared/zk';
 
 /**

@@ -1,11 +1,11 @@
 import * as os from 'node:os';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
-import { instanceInfoCodec, type InstanceInfo, type InstanceState } from '../shared/instance-info';
-import { jobConfigCodec } from '../shared/job-config';
-import type { ResolvedJobDefinition } from '../shared/job-definition';
+import { instanceInfoCodec, type InstanceInfo, type InstanceState } from '../shared/registry/instance-info';
+import { jobConfigCodec } from '../shared/config/job-config';
+import type { ResolvedJobDefinition } from '../shared/config/job-definition';
 import type { Logger } from '../shared/logger';
-import { instanceQueueName } from '../shared/queue-names';
-import { registryPaths } from '../shared/registry-paths';
+import { instanceQueueName } from '../shared/registry/queue-names';
+import { registryPaths } from '../shared/registry/registry-paths';
 import { ZkError, type ZkClient } from '../shared/zk';
 import { assertClockSkew, measureClockSkewMs } from './clock-check';
 

@@ -1,16 +1,16 @@
 import { onAbort } from '../shared/abort-listeners';
 import type { Semaphore } from '../shared/concurrency';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
-import type { ExecutionRequest, ExecutionSource } from '../shared/execution-request';
-import type { JobConfig } from '../shared/job-config';
-import { formatTaskId, type ExecutionOutcome, type ExecutionStatus, type ResolvedJobDefinition, type ShardingContext } from '../shared/job-definition';
+import type { ExecutionRequest, ExecutionSource } from '../shared/registry/execution-request';
+import type { JobConfig } from '../shared/config/job-config';
+import { formatTaskId, type ExecutionOutcome, type ExecutionStatus, type ResolvedJobDefinition, type ShardingContext } from '../shared/config/job-definition';
 import type { Logger } from '../shared/logger';
-import { registryPaths } from '../shared/registry-paths';
-import { parseCron, type CronSchedule } from '../shared/cron';
-import { decodeRunningNode, encodeRunningNode, type RunningHolder } from '../shared/running-node';
-import { parseShardingItemParameters } from '../shared/sharding-item-parameters';
+import { registryPaths } from '../shared/registry/registry-paths';
+import { parseCron, type CronSchedule } from '../shared/cron/cron';
+import { decodeRunningNode, encodeRunningNode, type RunningHolder } from '../shared/registry/running-node';
+import { parseShardingItemParameters } from '../shared/sharding/sharding-item-parameters';
 import { isRetryable, ZkError, type ZkClient, type ZkOp, type ZkSessionOps, type ZkStat } from '../shared/zk';
-import { formatCompletedFires, parseCompletedFires, withCompletedFire } from './completed-fires';
+import { formatCompletedFires, parseCompletedFires, withCompletedFire } from '../shared/registry/completed-fires';
 import { MultiBatcher, type NodeRead } from './multi-batcher';
 
 /** A misfire mark as read: the fire it asks for, and the node version to delete it with. */

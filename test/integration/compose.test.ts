@@ -11,7 +11,7 @@ import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ENV_VARIABLES, isLoopbackHost, loadEnvConfig, type ShardcronEnvConfig } from '../../src/shared/env-config';
+import { ENV_VARIABLES, isLoopbackHost, loadEnvConfig, type ShardcronEnvConfig } from '../../src/shared/config/env-config';
 
 const ROOT = path.resolve(__dirname, '../..');
 const COMPOSE_FILE = path.join(ROOT, 'docker-compose.yml');

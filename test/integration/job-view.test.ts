@@ -1,10 +1,10 @@
 import { defineJob } from '../../src';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { JobView, type JobViewEvents } from '../../src/leader/job-view';
-import { decodeInstanceInfo, instanceInfoCodec, type InstanceInfo } from '../../src/shared/instance-info';
-import { jobConfigCodec, type JobConfig } from '../../src/shared/job-config';
+import { decodeInstanceInfo, instanceInfoCodec, type InstanceInfo } from '../../src/shared/registry/instance-info';
+import { jobConfigCodec, type JobConfig } from '../../src/shared/config/job-config';
 import { silentLogger } from '../../src/shared/logger';
-import { registryPaths as paths } from '../../src/shared/registry-paths';
+import { registryPaths as paths } from '../../src/shared/registry/registry-paths';
 import { NodeCache, type ZkClient, type ZkCreateMode } from '../../src/shared/zk';
 import { closeServices, eventually, startZooKeeper, waitFor } from '../helpers/services';
 import { closeZkClients, connectZk, recordZkEvents, uniqueNamespace } from '../helpers/zk';

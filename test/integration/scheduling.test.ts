@@ -1,13 +1,13 @@
 import { Queue } from 'bullmq';
 import { defineJob, type ShardingContext } from '../../src';
-import { QUEUE_PREFIX } from '../../src/shared/queue-names';
+import { QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
 import type { RedisServer } from '../../src/dev/redis-server';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
-import { shardingStrategies } from '../../src/shared/sharding-strategies';
+import { shardingStrategies } from '../../src/shared/sharding/sharding-strategies';
 import { TestCluster } from '../helpers/cluster';
 import { closeServices, eventually, startRedis, startZooKeeper, waitFor } from '../helpers/services';
 import { closeZkClients, connectZk } from '../helpers/zk';
-import { jobConfigCodec } from '../../src/shared/job-config';
+import { jobConfigCodec } from '../../src/shared/config/job-config';
 import type { ExecutionRecord } from '../../src/worker/item-executor';
 
 let zk: ZooKeeperServer;

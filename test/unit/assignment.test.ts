@@ -1,5 +1,5 @@
 import { ErrorCodes, ShardcronError } from '../../src/shared/errors';
-import { registerShardingStrategy, unregisterShardingStrategy } from '../../src/shared/sharding-strategies';
+import { registerShardingStrategy, unregisterShardingStrategy } from '../../src/shared/sharding/sharding-strategies';
 import {
   assignmentStillValid,
   changedItems,
@@ -8,7 +8,7 @@ import {
   itemOwners,
   type Assignment,
   type AssignmentInput,
-} from '../../src/leader/assignment';
+} from '../../src/shared/sharding/assignment';
 
 /**
  * Three instances given in an order that is wrong twice over: as strings "10.0.0.10" < "10.0.0.9",

@@ -1,7 +1,7 @@
 import { runCommand } from '../../src/cli';
-import { DEFAULT_WORKERS, MAX_WORKERS, parseDevArgs } from '../../src/cli/dev-command';
+import { DEFAULT_WORKERS, MAX_WORKERS, parseDevArgs } from '../../src/cli/dev-options';
 import type { CliIo } from '../../src/cli/io';
-import { ENV_VARIABLES } from '../../src/shared/env-config';
+import { ENV_VARIABLES } from '../../src/shared/config/env-config';
 
 function fakeIo(env: NodeJS.ProcessEnv = {}): CliIo & { stdout: string[]; stderr: string[] } {
   const stdout: string[] = [];

@@ -1,4 +1,4 @@
-import { defineJob } from '../../src/shared/job-definition';
+import { defineJob } from '../../src/shared/config/job-definition';
 import { assertClockSkew, jobsRejectingSkew } from '../../src/worker/clock-check';
 
 const job = (name: string, maxTimeDiffSeconds: number) => defineJob({ name, maxTimeDiffSeconds, execute: () => undefined });

@@ -1,4 +1,4 @@
-import { COMPLETED_FIRES_KEPT, formatCompletedFires, parseCompletedFires, withCompletedFire } from '../../src/worker/completed-fires';
+import { COMPLETED_FIRES_KEPT, formatCompletedFires, parseCompletedFires, withCompletedFire } from '../../src/shared/registry/completed-fires';
 
 const BASE = Date.UTC(2026, 10, 22, 1, 0, 0);
 const buf = (text: string) => Buffer.from(text, 'utf8');

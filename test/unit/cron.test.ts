@@ -1,6 +1,6 @@
 import { CronExpressionParser } from 'cron-parser';
 import { ErrorCodes, ShardcronError } from '../../src/shared/errors';
-import { isValidTimeZone, parseCron, validateCron } from '../../src/shared/cron';
+import { isValidTimeZone, parseCron, validateCron } from '../../src/shared/cron/cron';
 
 const at = (iso: string): number => Date.parse(iso);
 const iso = (t: number): string => new Date(t).toISOString().replace('.000Z', 'Z');

@@ -1,4 +1,4 @@
-import { parseCron } from '../../src/shared/cron';
+import { parseCron } from '../../src/shared/cron/cron';
 import { FireTimer, type Clock, type DueJob } from '../../src/leader/fire-timer';
 
 /**

@@ -9,7 +9,7 @@ import {
   loadEnvConfig,
   type EnvVariableName,
   type ShardcronEnvConfig,
-} from '../../src/shared/env-config';
+} from '../../src/shared/config/env-config';
 
 /** Runs loadEnvConfig and returns the ConfigError it must throw. */
 function configError(env: Record<string, string | undefined>): ConfigError {
@@ -540,7 +540,7 @@ describe('ENV_VARIABLES and describeEnv', () => {
     });
 
     it('contains the table describeEnv() generates (regenerate it if this fails)', () => {
-      // To regenerate: npx tsx -e "console.log(require('./src/shared/env-config').describeEnv())"
+      // To regenerate: npx tsx -e "console.log(require('./src/shared/config/env-config').describeEnv())"
       expect(docs).toContain(describeEnv());
     });
   });

@@ -7,15 +7,15 @@ import {
   parseJobConfig,
   toJobConfig,
   type JobConfig,
-} from '../../src/shared/job-config';
+} from '../../src/shared/config/job-config';
 import {
   defineJob,
   formatTaskId,
   isResolvedJobDefinition,
   type JobDefinition,
   type ShardingContext,
-} from '../../src/shared/job-definition';
-import { registerShardingStrategy, shardingStrategies, unregisterShardingStrategy } from '../../src/shared/sharding-strategies';
+} from '../../src/shared/config/job-definition';
+import { registerShardingStrategy, shardingStrategies, unregisterShardingStrategy } from '../../src/shared/sharding/sharding-strategies';
 
 const execute = async (_ctx: ShardingContext): Promise<void> => {};
 

@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 import { errorLocation, loadJobsModule, moduleFormat } from '../../src/jobs-module';
 import { ConfigError, ErrorCodes, ShardcronError } from '../../src/shared/errors';
 
-const jobDefinitionModule = path.resolve(__dirname, '../../src/shared/job-definition');
+const jobDefinitionModule = path.resolve(__dirname, '../../src/shared/config/job-definition');
 let dir: string;
 
 beforeEach(() => {
@@ -98,7 +98,7 @@ describe('loadJobsModule', () => {
     fs.writeFileSync(path.join(dir, 'esm', 'package.json'), JSON.stringify({ type: 'module' }));
     fixture('esm/jobs.js', 'module.exports = [];');
     fixture('jobs.mjs', 'module.exports = [];');
-    const { defineJob } = jest.requireActual<typeof import('../../src/shared/job-definition')>(jobDefinitionModule);
+    const { defineJob } = jest.requireActual<typeof import('../../src/shared/config/job-definition')>(jobDefinitionModule);
     const urls: string[] = [];
     const importModule = async (url: string) => {
       urls.push(url);
@@ -110,7 +110,7 @@ describe('loadJobsModule', () => {
   });
 
   it('unwraps the default of a compiled CommonJS module seen through an ES module namespace', async () => {
-    const { defineJob } = jest.requireActual<typeof import('../../src/shared/job-definition')>(jobDefinitionModule);
+    const { defineJob } = jest.requireActual<typeof import('../../src/shared/config/job-definition')>(jobDefinitionModule);
     fixture('jobs.mjs', '');
     const importModule = async () => ({ default: { __esModule: true, default: [defineJob({ name: 'nested', execute() {} })] } });
     expect((await loadJobsModule('jobs.mjs', { cwd: dir, importModule })).map((j) => j.name)).toEqual(['nested']);

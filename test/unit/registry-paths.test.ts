@@ -7,7 +7,7 @@ import {
   registryPaths as p,
   type RegistryPath,
   type RegistryPathKind,
-} from '../../src/shared/registry-paths';
+} from '../../src/shared/registry/registry-paths';
 
 /** Calls `fn`, expects an INVALID_CONFIG ConfigError with one issue on `field`, returns that issue's message. */
 function rejection(fn: () => unknown, field: string): string {

@@ -1,5 +1,5 @@
 import { ErrorCodes, ShardcronError } from '../../src/shared/errors';
-import { formatShardingItemParameters, parseShardingItemParameters } from '../../src/shared/sharding-item-parameters';
+import { formatShardingItemParameters, parseShardingItemParameters } from '../../src/shared/sharding/sharding-item-parameters';
 
 /** The ShardcronError that parsing `input` throws. */
 function parseError(input: string): ShardcronError {

@@ -10,7 +10,7 @@ import {
   sortInstancesForSharding,
   unregisterShardingStrategy,
   type ShardingStrategy,
-} from '../../src/shared/sharding-strategies';
+} from '../../src/shared/sharding/sharding-strategies';
 
 const { AVG_ALLOCATION, ODEVITY, ROUND_ROBIN } = shardingStrategies;
 const h3 = ['host0', 'host1', 'host2'] as const;

@@ -1,5 +1,5 @@
 import * as zookeeper from 'node-zookeeper-client';
-import { installWatchRegistry, WatchRegistry } from '../../src/shared/zk/watch-registry';
+import { installWatchRegistry, WatchRegistry } from '../../src/shared/zk/driver/watch-registry';
 
 const { NODE_CREATED, NODE_DELETED, NODE_DATA_CHANGED, NODE_CHILDREN_CHANGED } = zookeeper.Event;
 

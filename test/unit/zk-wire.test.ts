@@ -1,5 +1,6 @@
 import * as zookeeper from 'node-zookeeper-client';
-import { installSocketDataFix, MultiRequest, readStat, type RawAcl, type WireOp } from '../../src/shared/zk/zk-wire';
+import { installSocketDataFix } from '../../src/shared/zk/driver/socket-data-fix';
+import { installMultiDecoder, MultiRequest, readStat, type RawAcl, type WireOp } from '../../src/shared/zk/driver/zk-wire';
 
 // The library's own records, to hold our bytes against.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -70,6 +71,8 @@ describe('MultiRequest', () => {
 });
 
 describe('multi answers', () => {
+  // The patch that decodes them (the library's own decoder stays until it is installed).
+  beforeAll(() => installMultiDecoder());
   const stat = {
     czxid: Buffer.from('0000000100000a0b', 'hex'),
     mzxid: Buffer.from('0000000100000a0c', 'hex'),

@@ -8,7 +8,7 @@ import { ZkMulti, type ZkOp, type ZkOpResult } from './zk-multi';
 import { ZkNamespace } from './zk-namespace';
 import { ZkSession } from './zk-session';
 import { multiRequest, multiResults } from './zk-transaction';
-import { queueMulti, type MultiOpResult } from './zk-wire';
+import { queueMulti, type MultiOpResult } from './driver';
 import { toBuffer, toZkStat, type ZkCreateMode, type ZkData, type ZkStat, type ZkWatcher } from './zk-types';
 
 /** How to reach ZooKeeper and how hard to try. */

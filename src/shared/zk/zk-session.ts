@@ -2,9 +2,8 @@ import type { Socket } from 'node:net';
 import * as zookeeper from 'node-zookeeper-client';
 import { ErrorCodes, ShardcronError } from '../errors';
 import type { Logger } from '../logger';
-import { installWatchRegistry } from './watch-registry';
 import { toZkError, ZkError } from './zk-errors';
-import { installSocketDataFix } from './zk-wire';
+import { installDriverPatches } from './driver';
 import { sessionIdHex } from './zk-types';
 
 interface SessionHandlers {
@@ -50,9 +49,8 @@ export class ZkSession {
       spinDelay: 200,
       retries: 0,
     });
-    // Eight watches per job on a leader: the library's per-path EventEmitters cost 24 MB at 10,000 jobs.
-    if (!installWatchRegistry(this.raw)) log.warn('node-zookeeper-client internals changed: keeping its own watcher manager');
-    if (!installSocketDataFix(this.raw)) log.warn('node-zookeeper-client internals changed: keeping its own socket-data handler');
+    const skipped = installDriverPatches(this.raw);
+    if (skipped.length > 0) log.warn({ skipped }, 'node-zookeeper-client internals changed: keeping its own code for these');
     if (options.digest) {
       this.raw.addAuthInfo('digest', Buffer.from(`${options.digest.user}:${options.digest.password}`));
     }

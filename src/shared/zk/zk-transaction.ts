@@ -2,7 +2,7 @@ import { ErrorCodes } from '../errors';
 import { namedZkCode, ZkError } from './zk-errors';
 import type { ZkOp, ZkOpResult } from './zk-multi';
 import type { ZkNamespace } from './zk-namespace';
-import { MultiRequest, type MultiOpResult, type RawAcl, type WireOp } from './zk-wire';
+import { MultiRequest, type MultiOpResult, type RawAcl, type WireOp } from './driver';
 
 const EMPTY = Buffer.alloc(0);
 

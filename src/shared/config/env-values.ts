@@ -4,7 +4,12 @@
  * token, Redis URL) are never echoed into messages: errors get logged.
  */
 import { isIPv4, isIPv6 } from 'node:net';
-import type { ZkServer } from './env-config';
+
+/** One ZooKeeper server of the ensemble; `host` is bare (IPv6 without brackets), ready for `net.connect`. */
+export interface ZkServer {
+  readonly host: string;
+  readonly port: number;
+}
 
 /** A parsed value, or the message of a ConfigError issue (the variable name is added by the schema). */
 export type Parsed<T> = { ok: true; value: T } | { ok: false; message: string };

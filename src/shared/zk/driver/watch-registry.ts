@@ -98,7 +98,9 @@ function add(map: Map<string, Watchers>, path: string, watcher: RawWatcher): voi
 }
 
 /**
- * Puts a {@link WatchRegistry} in place of `client`'s WatcherManager, before any watch exists.
+ * Patch: puts a {@link WatchRegistry} in place of `client`'s WatcherManager, before any watch
+ * exists. The library keeps an EventEmitter per watched path (24 MB for a leader's eight watches
+ * per job at 10,000 jobs). Test: test/unit/watch-registry.test.ts.
  * Returns false, leaving the library's own, if the client's internals do not look as expected
  * (another version of node-zookeeper-client).
  */

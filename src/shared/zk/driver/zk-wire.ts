@@ -1,6 +1,6 @@
 import * as zookeeper from 'node-zookeeper-client';
-import { ErrorCodes, ShardcronError } from '../errors';
-import type { ZkStat } from './zk-types';
+import { ErrorCodes, ShardcronError } from '../../errors';
+import type { ZkStat } from '../zk-types';
 
 /**
  * The wire form of ZooKeeper multis, written and read without node-zookeeper-client's generic
@@ -12,7 +12,7 @@ import type { ZkStat } from './zk-types';
  * into what {@link ZkOpResult} needs.
  *
  * This reaches into node-zookeeper-client 1.1.3 (pinned in package.json): its connection's packet
- * queue, the module that decodes multi answers, and the connection's socket-data handler. The
+ * queue and the module that decodes multi answers (see index.ts for every patch). The
  * checks below fail loudly at load if another version changed them, and the unit tests compare
  * these bytes with the library's own encoding.
  */
@@ -47,8 +47,6 @@ type PacketCallback = (err: unknown, response?: { payload: TransactionResponse |
 /** The parts of node-zookeeper-client's ConnectionManager used here. */
 interface ConnectionManager {
   queue(request: MultiRequest, callback: PacketCallback): void;
-  onSocketData(buffer: Buffer): void;
-  pendingBuffer: Buffer | null;
 }
 
 const { CREATE, DELETE, SET_DATA, CHECK, MULTI, ERROR } = jute.OP_CODES;
@@ -235,52 +233,28 @@ function decodeMultiResponse(this: TransactionResponse, buffer: Buffer, offset: 
   return at - offset;
 }
 
-jute.TransactionResponse.prototype.deserialize = decodeMultiResponse;
+let decoderInstalled = false;
+
+/**
+ * Patch: the library decodes a multi's answer into a record per operation and a stat of eleven
+ * fields with six 8-byte buffers each (see the header comment); {@link decodeMultiResponse} reads it
+ * into what {@link queueMulti}'s callers need, and nothing more. Process-wide (it replaces the
+ * decoder of the library's module), idempotent; installed by `installDriverPatches`. Test:
+ * test/unit/zk-wire.test.ts decodes the server's bytes both ways.
+ */
+export function installMultiDecoder(): void {
+  if (decoderInstalled) return;
+  jute.TransactionResponse.prototype.deserialize = decodeMultiResponse;
+  decoderInstalled = true;
+}
 
 /**
  * Queues `request` on `client`'s connection, as the library's own requests are. `done` gets an
  * error only when the request itself failed; a multi the server refused answers per-op codes.
+ * Needs {@link installMultiDecoder} (the answers are read in its form).
  */
 export function queueMulti(client: zookeeper.Client, request: MultiRequest, done: (err: unknown, results?: MultiOpResult[]) => void): void {
+  if (!decoderInstalled) throw new Error('queueMulti needs installMultiDecoder() first (installDriverPatches does it)');
   const connection = (client as unknown as { connectionManager: ConnectionManager }).connectionManager;
   connection.queue(request, (err, response) => (err ? done(err) : done(null, response?.payload?.results ?? [])));
-}
-
-/**
- * The library's socket handler, when a read holds several answers, handles the first and calls
- * itself with an empty buffer, which it joins to the rest: a copy of the whole remainder per
- * answer, and a stack frame per answer. A worker reads many answers per socket read (its multis and
- * the reads sent behind them), so the copies grew with the square of the answers. Here the nested
- * call only notes that more is pending, and the outer call hands the remainder over as it is, in a
- * loop: no copy, and the stack stays as deep as for one answer.
- * Installed on one client before it connects (the socket listener binds the handler then).
- */
-export function installSocketDataFix(client: zookeeper.Client): boolean {
-  const connection = (client as unknown as { connectionManager?: ConnectionManager }).connectionManager;
-  const handler = connection?.onSocketData;
-  if (!connection || typeof handler !== 'function') return false;
-  let handling = false;
-  let more = false;
-  connection.onSocketData = function (this: ConnectionManager, buffer: Buffer) {
-    if (handling && buffer.length === 0) {
-      more = true;
-      return;
-    }
-    if (handling) return handler.call(this, buffer);
-    handling = true;
-    try {
-      handler.call(this, buffer);
-      while (more) {
-        more = false;
-        const pending = this.pendingBuffer;
-        if (!pending) break;
-        this.pendingBuffer = null;
-        handler.call(this, pending);
-      }
-    } finally {
-      handling = false;
-      more = false;
-    }
-  };
-  return true;
 }

@@ -4,7 +4,7 @@
  * `/{namespace}/.cluster/leader` on the server. Every argument is validated before it becomes a path
  * segment, so a value like `../other` can never address a node outside its job.
  */
-import { ConfigError, ErrorCodes } from './errors';
+import { ConfigError, ErrorCodes } from '../errors';
 
 /**
  * Job names. No leading dot, so a job can never collide with `/.cluster`; no '/', so a name is one

@@ -7,7 +7,7 @@
  * Custom strategies are registered by name; {@link runShardingStrategy} checks what they return.
  * No I/O here: the leader sorts live instances with {@link sortInstancesForSharding} and passes the ids in.
  */
-import { ErrorCodes, ShardcronError } from './errors';
+import { ErrorCodes, ShardcronError } from '../errors';
 
 /**
  * A sharding strategy. Applied to `instanceIds` in the order given (callers sort them first with

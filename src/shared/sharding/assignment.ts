@@ -1,4 +1,4 @@
-import { runShardingStrategy, sortInstancesForSharding } from '../shared/sharding-strategies';
+import { runShardingStrategy, sortInstancesForSharding } from './sharding-strategies';
 
 /** instanceId -> the items it runs. */
 export type Assignment = Record<string, number[]>;

@@ -21,9 +21,10 @@ import {
   quote,
   subsetOf,
   type Parsed,
+  type ZkServer,
 } from './env-values';
-import { ConfigError, ErrorCodes, type FieldIssue } from './errors';
-import { toFieldIssues } from './validation';
+import { ConfigError, ErrorCodes, type FieldIssue } from '../errors';
+import { toFieldIssues } from '../validation';
 
 /** Roles a process can take (DESIGN.md "Processes and roles"), in their canonical order. */
 export const ROLES = Object.freeze(['scheduler', 'worker', 'console'] as const);
@@ -38,11 +39,7 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 // The console's bind rule (SHARDCRON_OPS_HOST vs SHARDCRON_OPS_TOKEN) is checked here and by its callers.
 export { isLoopbackHost };
 
-/** One ZooKeeper server of the ensemble; `host` is bare (IPv6 without brackets), ready for `net.connect`. */
-export interface ZkServer {
-  readonly host: string;
-  readonly port: number;
-}
+export type { ZkServer };
 
 /** The validated environment. Deeply frozen; optional fields are absent (not `undefined`) when unset. */
 export interface ShardcronEnvConfig {

@@ -17,13 +17,13 @@
  *   every bad field; `defineJob` and {@link parseJobConfig} throw INVALID_CONFIG.
  */
 import { z } from 'zod';
-import { jsonCodec, type JsonCodec } from './codec';
-import { isValidTimeZone, validateCron } from './cron';
-import { ConfigError, ErrorCodes, ShardcronError, type FieldIssue } from './errors';
-import { JOB_NAME_PATTERN, isValidJobName } from './registry-paths';
-import { parseShardingItemParameters } from './sharding-item-parameters';
-import { DEFAULT_SHARDING_STRATEGY, listShardingStrategies } from './sharding-strategies';
-import { toFieldIssues } from './validation';
+import { jsonCodec, type JsonCodec } from '../codec';
+import { isValidTimeZone, validateCron } from '../cron/cron';
+import { ConfigError, ErrorCodes, ShardcronError, type FieldIssue } from '../errors';
+import { JOB_NAME_PATTERN, isValidJobName } from '../registry/registry-paths';
+import { parseShardingItemParameters } from '../sharding/sharding-item-parameters';
+import { DEFAULT_SHARDING_STRATEGY, listShardingStrategies } from '../sharding/sharding-strategies';
+import { toFieldIssues } from '../validation';
 
 /** Upper limit of `shardingTotalCount`: one leader tracks every item of every fire. */
 export const MAX_SHARDING_TOTAL_COUNT = 1000;

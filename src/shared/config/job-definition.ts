@@ -4,8 +4,8 @@
  * (src/shared/job-config.ts), plus the fields that only live in code: execute, errorHandler, listeners.
  */
 import { z } from 'zod';
-import { ConfigError, ErrorCodes } from './errors';
-import type { ExecutionSource } from './execution-request';
+import { ConfigError, ErrorCodes } from '../errors';
+import type { ExecutionSource } from '../registry/execution-request';
 import {
   expectedValue,
   invalidJobSubject,
@@ -18,8 +18,8 @@ import {
   type JobConfig,
   type JobConfigInput,
 } from './job-config';
-import type { Logger } from './logger';
-import { toFieldIssues } from './validation';
+import type { Logger } from '../logger';
+import { toFieldIssues } from '../validation';
 
 /** What a handler receives for one execution: one item of one fire of one job, on one instance. */
 export interface ShardingContext {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { jsonCodec } from './codec';
+import { jsonCodec } from '../codec';
 
 /** `ready` instances receive items; `draining` ones are shutting down and get nothing new. */
 export const InstanceStates = ['ready', 'draining'] as const;

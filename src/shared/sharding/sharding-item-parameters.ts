@@ -4,7 +4,7 @@
  * String.split, String.trim and Integer.parseInt semantics), with the divergences noted below.
  * No I/O.
  */
-import { ErrorCodes, ShardcronError } from './errors';
+import { ErrorCodes, ShardcronError } from '../errors';
 
 const EXPECTED_FORM = 'expected item=value,item=value (e.g. 0=Beijing,1=Shanghai)';
 

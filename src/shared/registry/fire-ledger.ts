@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { jsonCodec } from './codec';
+import { jsonCodec } from '../codec';
 import { ExecutionSources } from './execution-request';
 
 /**

@@ -13,7 +13,7 @@
  * times to instants, and this file holds the schedule that searches them.
  */
 import { assertCanFire, compile, dayMask, FieldError, YEAR_MAX, YEAR_MIN, type Compiled } from './cron-syntax';
-import { ErrorCodes, ShardcronError } from './errors';
+import { ErrorCodes, ShardcronError } from '../errors';
 import { isValidTimeZone, zoneRules, type ZoneRules } from './zone-rules';
 
 // Re-exported so callers (job-config, tests) keep importing every cron helper from this one module.
