@@ -223,12 +223,14 @@ export class ItemExecutor {
       return 'aborted';
     }
     const key = itemKey(request);
-    const mustRun = request.source === 'FAILOVER' || options.mustRun === true;
+    // Owed work waits for its item whoever holds it: a FAILOVER, a request put back after an abort,
+    // a fire the leader dispatched late after a leaderless window (`catchUp`).
+    const mustRun = request.source === 'FAILOVER' || options.mustRun === true || request.catchUp === true;
     // A request waits behind catch-up work until its job's next fire after it was enqueued is due;
     // then it is a fire that found its item running (misfire policy). Bounded so that a job whose
     // runs outlast its period does not pile up waiting fires for ever.
     const waitLimit = mustRun ? Number.POSITIVE_INFINITY : this.nextFireAfter(config, Math.max(request.fireTime, options.enqueuedAt ?? 0));
-    let catchUp = mustRun || request.catchUp === true;
+    let catchUp = mustRun || request.waited === true;
     const inFlight = this.inFlight.get(key) ?? [];
     inFlight.push(request.fireTime);
     this.inFlight.set(key, inFlight);
@@ -518,8 +520,8 @@ export class ItemExecutor {
   async lockAhead(request: ExecutionRequest): Promise<EarlyLock | undefined> {
     const config = this.ctx.config(request.job);
     const key = itemKey(request);
-    // Requests of ours waiting for the item come first: they are older fires catching up.
-    if (config.disabled || !config.monitorExecution || this.waiters.has(key)) return undefined;
+    // Requests of ours for older fires of the item come first (waiting for it, or on their way).
+    if (config.disabled || !config.monitorExecution || this.waiters.has(key) || this.olderInFlight(key, request.fireTime)) return undefined;
     try {
       const acquired = await this.acquire(config, request, key, { markOnBusy: false, waitBehindCatchUp: false, catchUp: request.catchUp === true });
       return isBusy(acquired) ? undefined : { request, hold: acquired };

@@ -39,7 +39,7 @@ const TRANSIENT_ZK_CODES: ReadonlySet<string> = new Set([
 
 /** Taken again after an abort put it back: it must run (see `process`). */
 function mustRunAgain(job: Job): boolean {
-  return (job.attemptsStarted ?? 0) > 1 && (job.data as { catchUp?: unknown }).catchUp !== true;
+  return (job.attemptsStarted ?? 0) > 1 && (job.data as { waited?: unknown }).waited !== true;
 }
 
 function isTransientZkError(err: unknown): boolean {
@@ -328,7 +328,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     let status: Awaited<ReturnType<ItemExecutor['run']>>;
     try {
       // A request we take again was put back after an abort (it must run), or deferred behind
-      // catch-up work (then it says so, `catchUp`, and waits no longer than its limit).
+      // catch-up work (then it says so, `waited`, and waits no longer than its limit).
       const mustRun = mustRunAgain(job);
       status = await this.executor.run(definition, request, { mustRun, lockedAhead, enqueuedAt: job.timestamp });
     } catch (err) {
@@ -340,8 +340,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       throw new DelayedError();
     }
     if (status === 'deferred') {
-      // Waiting for its item behind catch-up work: a request that was not catch-up work becomes so.
-      if (request.source !== 'FAILOVER' && !request.catchUp && !mustRunAgain(job)) await job.updateData({ ...request, catchUp: true });
+      // Waiting for its item behind catch-up work: a request that was not owed work says so.
+      if (request.source !== 'FAILOVER' && !request.catchUp && !request.waited && !mustRunAgain(job)) await job.updateData({ ...request, waited: true });
       await job.moveToDelayed(Date.now() + FAILOVER_RETRY_MS, token);
       throw new DelayedError();
     }
@@ -350,7 +350,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       // the leader moves every waiting request of this queue to a live instance. Either way the
       // item runs, which a "completed" mark would have prevented. It must run when taken again,
       // with no limit: a request that waited behind catch-up work stops saying so.
-      if (request.catchUp) await job.updateData({ ...request, catchUp: undefined });
+      if (request.waited) await job.updateData({ ...request, waited: undefined });
       await job.moveToWait(token);
       throw new WaitingError();
     }

@@ -17,12 +17,16 @@ export const executionRequestSchema = z.object({
   /** For FAILOVER: the instance the item was taken from. */
   from: z.string().optional(),
   /**
-   * Catch-up work: a fire dispatched late because no leader could dispatch it in time (a takeover,
-   * a suspension), or a request that waited for its item behind other catch-up work. A request that
-   * finds its item held by a catch-up run waits for it instead of counting as a misfire; FAILOVER
-   * requests are catch-up work without the flag (docs/design-notes.md, "Failover and catch-up").
+   * A fire the leader dispatched late because no leader could dispatch it in time (a takeover, a
+   * suspension), or replayed from a dead leader's ledger: owed work, which waits for its item
+   * whoever holds it and runs as catch-up work (docs/design-notes.md, "Failover and catch-up").
    */
   catchUp: z.literal(true).optional(),
+  /**
+   * Set by a worker on a request that waited for its item behind catch-up work: it waits no longer
+   * than until its job's next fire, and its run is catch-up work too.
+   */
+  waited: z.literal(true).optional(),
   /**
    * FAILOVER: the fire of the same item moved with this one just before it. The target runs the
    * item's stranded fires in fire order: this request lets that one go first once it has arrived
