@@ -1,0 +1,50 @@
+/**
+ * The executor seam: one implementation per job type (SIMPLE, DATAFLOW, SCRIPT, HTTP), chosen by the
+ * definition's `type`, all behind {@link JobExecutor}. The item runner around an executor takes the
+ * item's lock, builds the ShardingContext, applies the policies (timeout, retry, error handler,
+ * listeners) and records the outcome; an executor only runs the item, honours `ctx.signal`, and never
+ * touches ZooKeeper or the queues (STYLE.md: as BullMQ keeps its lock behind LockManagerWorkerContext).
+ */
+import type { ShardingContext } from '../../shared/config/job-definition';
+import { ErrorCodes, ShardcronError } from '../../shared/errors';
+
+/** What a run reports beyond "completed", for the execution record. */
+export interface ExecutorReport {
+  /** DATAFLOW: records processed, and records whose processing failed. */
+  processed?: number;
+  failed?: number;
+  /** SCRIPT: the exit code. */
+  exitCode?: number;
+  /** HTTP: the status code. */
+  httpStatus?: number;
+}
+
+/** What an executor may ask of the runner while it runs. */
+export interface ExecutorEnvironment {
+  /** True once the job is flagged for resharding (a streaming DATAFLOW stops fetching then). */
+  reshardingPending(job: string): boolean;
+}
+
+/**
+ * A failed run with details for the record (an exit code, a status, a stderr or body tail): thrown
+ * by executors, reported as `failed` with these fields.
+ */
+export class ExecutionFailure extends ShardcronError {
+  readonly report: ExecutorReport;
+
+  constructor(message: string, report: ExecutorReport, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+    super(ErrorCodes.EXECUTION_FAILED, message, { ...details, ...report }, options);
+    this.name = 'ExecutionFailure';
+    this.report = Object.freeze({ ...report });
+  }
+}
+
+/** One job type's way of running one item. `spec` is the type's part of the definition. */
+export interface JobExecutor<Spec> {
+  /**
+   * Runs the item; resolves with what it reports (or nothing) when it completed, rejects when it
+   * failed (an {@link ExecutionFailure} carries details). Must stop promptly once `ctx.signal`
+   * aborts (timeout, lost session, shutdown), leaving nothing running behind it.
+   */
+  run(spec: Spec, ctx: ShardingContext, env: ExecutorEnvironment): Promise<ExecutorReport | void>;
+}
