@@ -24,4 +24,5 @@ export { parseCron, type CronSchedule } from './shared/cron/cron';
 export { loadEnvConfig, ENV_VARIABLES, type ShardcronEnvConfig, type Role } from './shared/config/env-config';
 export { ShardcronError, ConfigError, ErrorCodes, type ErrorCode } from './shared/errors';
 export type { ExecutionSource } from './shared/registry/execution-request';
-export type { ExecutionRecord } from './worker/item-executor';
+export type { ExecutionEvent } from './worker/item-executor';
+export type { ExecutionRecord, ExecutionRecordStatus } from './shared/registry/execution-record';

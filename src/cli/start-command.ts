@@ -10,7 +10,7 @@ import { ConfigError, ErrorCodes, ShardcronError } from '../shared/errors';
 import type { ResolvedJobDefinition } from '../shared/config/job-definition';
 import { createLogger, type Logger } from '../shared/logger';
 import { parseShardingItemParameters } from '../shared/sharding/sharding-item-parameters';
-import type { ExecutionRecord } from '../worker/item-executor';
+import type { ExecutionEvent } from '../worker/item-executor';
 import { ExitCode } from './exit-codes';
 import type { CliIo } from './io';
 
@@ -37,8 +37,8 @@ function logExecutions(node: ShardcronNode, jobs: readonly ResolvedJobDefinition
   // may differ, but the log line is for people reading it, not for the scheduler.
   const byName = new Map(jobs.map((job) => [job.name, { total: job.shardingTotalCount, parameters: parseShardingItemParameters(job.shardingItemParameters) }]));
   const startedAt = new Map<string, number>();
-  const key = (r: ExecutionRecord) => `${r.job}|${r.fireTime}|${r.item}|${r.source}`;
-  const fields = (r: ExecutionRecord) => {
+  const key = (r: ExecutionEvent) => `${r.job}|${r.fireTime}|${r.item}|${r.source}`;
+  const fields = (r: ExecutionEvent) => {
     const definition = byName.get(r.job);
     const parameter = definition?.parameters[r.item];
     return {

@@ -15,7 +15,7 @@ import { TypedEmitter } from '../shared/typed-emitter';
 import { NodeCache, type ZkClient } from '../shared/zk';
 import { InstanceRegistration, type Incarnation } from './instance-registration';
 import { FireAlarm } from './fire-alarm';
-import { ItemExecutor, type ExecutionRecord } from './item-executor';
+import { ItemExecutor, type ExecutionEvent } from './item-executor';
 
 /** How soon a failed-over request that found its item running tries again. */
 const FAILOVER_RETRY_MS = 200;
@@ -80,8 +80,8 @@ export interface WorkerServiceOptions {
 export interface WorkerServiceEvents {
   [event: string]: object;
   'worker:registered': Incarnation;
-  'item:started': ExecutionRecord;
-  'item:finished': ExecutionRecord;
+  'item:started': ExecutionEvent;
+  'item:finished': ExecutionEvent;
 }
 
 /**
@@ -341,7 +341,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     }
     if (status === 'deferred') {
       // Waiting for its item behind catch-up work: a request that was not owed work says so.
-      if (request.source !== 'FAILOVER' && !request.catchUp && !request.waited && !mustRunAgain(job)) await job.updateData({ ...request, waited: true });
+      const owed = request.source === 'FAILOVER' || request.source === 'TRIGGER' || request.catchUp || request.waited || mustRunAgain(job);
+      if (!owed) await job.updateData({ ...request, waited: true });
       await job.moveToDelayed(Date.now() + FAILOVER_RETRY_MS, token);
       throw new DelayedError();
     }

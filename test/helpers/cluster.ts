@@ -4,7 +4,7 @@
  */
 import pino from 'pino';
 import { startNode, type ShardcronNode, type StartNodeOptions } from '../../src/node';
-import type { ExecutionRecord } from '../../src/worker/item-executor';
+import type { ExecutionEvent } from '../../src/worker/item-executor';
 import type { RedisServer } from '../../src/dev/redis-server';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { uniqueNamespace } from './zk';
@@ -18,7 +18,7 @@ export class TestCluster {
   readonly namespace = uniqueNamespace('cluster');
   readonly nodes: ShardcronNode[] = [];
   /** Every start and finish, in the order workers reported them. */
-  readonly log: ExecutionRecord[] = [];
+  readonly log: ExecutionEvent[] = [];
 
   constructor(
     private readonly zk: ZooKeeperServer,
@@ -42,11 +42,11 @@ export class TestCluster {
     return node;
   }
 
-  starts(job?: string): ExecutionRecord[] {
+  starts(job?: string): ExecutionEvent[] {
     return this.log.filter((r) => r.event === 'start' && (!job || r.job === job));
   }
 
-  finishes(job?: string): ExecutionRecord[] {
+  finishes(job?: string): ExecutionEvent[] {
     return this.log.filter((r) => r.event === 'finish' && (!job || r.job === job));
   }
 
@@ -76,9 +76,9 @@ export class TestCluster {
    * Pairs of executions of the same (job, item) whose [start, finish] intervals overlap on two
    * different instances: invariant I1 says there are none.
    */
-  overlaps(job: string): Array<[ExecutionRecord, ExecutionRecord]> {
-    const intervals: Array<{ start: ExecutionRecord; end: number }> = [];
-    const open = new Map<string, ExecutionRecord>();
+  overlaps(job: string): Array<[ExecutionEvent, ExecutionEvent]> {
+    const intervals: Array<{ start: ExecutionEvent; end: number }> = [];
+    const open = new Map<string, ExecutionEvent>();
     for (const r of this.log.filter((x) => x.job === job)) {
       const key = `${r.instanceId}|${r.fireTime}|${r.item}|${r.source}`;
       if (r.event === 'start') open.set(key, r);
@@ -88,7 +88,7 @@ export class TestCluster {
       }
     }
     for (const start of open.values()) intervals.push({ start, end: Number.POSITIVE_INFINITY });
-    const out: Array<[ExecutionRecord, ExecutionRecord]> = [];
+    const out: Array<[ExecutionEvent, ExecutionEvent]> = [];
     for (let i = 0; i < intervals.length; i += 1) {
       for (let j = i + 1; j < intervals.length; j += 1) {
         const a = intervals[i];

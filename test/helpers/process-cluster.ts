@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { ExecutionRecord } from '../../src/worker/item-executor';
+import type { ExecutionEvent } from '../../src/worker/item-executor';
 import { waitFor } from './services';
 import { uniqueNamespace } from './zk';
 
@@ -15,7 +15,7 @@ export interface ProcessLine {
   [key: string]: unknown;
 }
 
-export type ExecLine = ExecutionRecord & ProcessLine;
+export type ExecLine = ExecutionEvent & ProcessLine;
 
 export interface JobSpec {
   name: string;

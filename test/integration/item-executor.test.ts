@@ -19,7 +19,7 @@ import type { ExecutionSource } from '../../src/shared/registry/execution-reques
 import { defineJob, type ExecutionStatus, type ShardingContext } from '../../src/shared/config/job-definition';
 import { registryPaths as paths } from '../../src/shared/registry/registry-paths';
 import type { ZkClient } from '../../src/shared/zk';
-import { ItemExecutor, type EarlyLock, type ExecutionRecord } from '../../src/worker/item-executor';
+import { ItemExecutor, type EarlyLock, type ExecutionEvent } from '../../src/worker/item-executor';
 import { closeServices, startZooKeeper, waitFor } from '../helpers/services';
 import { closeZkClients, connectZk, recordZkEvents, uniqueNamespace } from '../helpers/zk';
 import { OP, startLink, type Link } from '../helpers/zk-relay';
@@ -46,7 +46,7 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
 /** One worker instance: an executor on its own ZooKeeper session. */
 interface Instance {
   zk: ZkClient;
-  records: ExecutionRecord[];
+  records: ExecutionEvent[];
   /** Messages the executor logged (debug and up), in order. */
   logs: string[];
   abort: AbortController;
@@ -106,7 +106,7 @@ async function instance(
 ): Promise<Instance> {
   const definition = defineJob({ name: JOB, cron: '0 0 * * * ?', shardingTotalCount: 2, shardingItemParameters: '0=A,1=B', misfire: true, monitorExecution: true, execute });
   const zk = await connectZk(options.link?.connectionString ?? server.connectionString, { namespace, sessionTimeoutMs: options.sessionTimeoutMs ?? 10_000 });
-  const records: ExecutionRecord[] = [];
+  const records: ExecutionEvent[] = [];
   const logs: string[] = [];
   const log = pino({ level: 'debug' }, { write: (line: string) => void logs.push((JSON.parse(line) as { msg: string }).msg) });
   const abort = new AbortController();
@@ -135,7 +135,10 @@ async function instance(
     starts: (item = 0) => records.filter((r) => r.event === 'start' && r.item === item).map((r) => [r.fireTime, r.source]),
     finishes: (item = 0) => records.filter((r) => r.event === 'finish' && r.item === item).map((r) => [r.fireTime, r.source, r.status]),
     // Private maps, read for their size only: a worker runs for months over items that come and go.
-    counted: () => ({ claims: executor['claims'].size, releases: executor['releases'].size }),
+    counted: () => {
+      const lock = (executor['lock'] as unknown as { monitored: { claims: Map<string, number>; releases: Map<string, number> } }).monitored;
+      return { claims: lock.claims.size, releases: lock.releases.size };
+    },
   };
 }
 

@@ -8,7 +8,7 @@ import { TestCluster } from '../helpers/cluster';
 import { closeServices, eventually, startRedis, startZooKeeper, waitFor } from '../helpers/services';
 import { closeZkClients, connectZk } from '../helpers/zk';
 import { jobConfigCodec } from '../../src/shared/config/job-config';
-import type { ExecutionRecord } from '../../src/worker/item-executor';
+import type { ExecutionEvent } from '../../src/worker/item-executor';
 
 let zk: ZooKeeperServer;
 let redis: RedisServer;
@@ -42,7 +42,7 @@ async function firesAfter(job: string, items: number, afterMs: number, count: nu
 
 /** Asserts that no (fire, item) of `job` started twice. */
 function expectNoDuplicateStarts(job: string): void {
-  const seen = new Map<string, ExecutionRecord>();
+  const seen = new Map<string, ExecutionEvent>();
   for (const r of cluster.starts(job)) {
     const key = `${r.fireTime}|${r.item}`;
     expect(seen.get(key)).toBeUndefined();
@@ -177,7 +177,7 @@ describe('resharding', () => {
 });
 
 describe('misfire', () => {
-  async function longFirstRun(misfire: boolean): Promise<ExecutionRecord[]> {
+  async function longFirstRun(misfire: boolean): Promise<ExecutionEvent[]> {
     let runs = 0;
     const job = defineJob({
       name: misfire ? 'slow-misfire' : 'slow-skip',
