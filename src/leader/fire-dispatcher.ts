@@ -7,6 +7,7 @@ import { forEachLimited } from '../shared/concurrency';
 import { ErrorCodes } from '../shared/errors';
 import { ZkError, type ZkClient } from '../shared/zk';
 import { assignmentStillValid, changedItems, computeAssignment, type Assignment } from '../shared/sharding/assignment';
+import { fireRequests } from './dispatch-plan';
 import type { Fence } from './leader-election';
 import type { JobView } from './job-view';
 import type { QueuePool } from './queue-pool';
@@ -88,19 +89,16 @@ export class FireDispatcher {
       assignment = next;
       this.log.info({ job: config.name, assignment, changed }, 'resharded');
     }
-    const requests = new Map<string, ExecutionRequest[]>();
-    const dispatched: Record<string, number[]> = {};
-    const queues: Record<string, string> = {};
-    for (const [instanceId, items] of Object.entries(assignment)) {
-      const queue = view.instance(instanceId)!.queue;
-      const enabled = items.filter((item) => !view.itemDisabled(item));
-      if (enabled.length === 0) continue;
-      dispatched[instanceId] = enabled;
-      queues[instanceId] = queue;
-      const list = requests.get(queue) ?? [];
-      for (const item of enabled) list.push(catchUp ? { job: config.name, item, fireTime, source, epoch, catchUp } : { job: config.name, item, fireTime, source, epoch });
-      requests.set(queue, list);
-    }
+    const { requests, dispatched, queues } = fireRequests({
+      job: config.name,
+      fireTime,
+      source,
+      epoch,
+      catchUp,
+      assignment,
+      queueOf: (instanceId) => view.instance(instanceId)!.queue,
+      itemDisabled: (item) => view.itemDisabled(item),
+    });
     if (requests.size === 0 && changed.length === 0) return 'no-enabled-item';
     return {
       job: config.name,

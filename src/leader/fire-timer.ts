@@ -1,7 +1,7 @@
 import { ConfigError, ErrorCodes, ShardcronError, type FieldIssue } from '../shared/errors';
 import { silentLogger, type Logger } from '../shared/logger';
 
-/** What the timer needs of a cron schedule (src/shared/cron.ts's parseCron returns such an object). */
+/** What the timer needs of a cron schedule (src/shared/cron/cron.ts's parseCron returns such an object). */
 export interface FireSchedule {
   /** First nominal fire time strictly after `afterMs` (epoch ms), or null if it never fires again. */
   next(afterMs: number): number | null;

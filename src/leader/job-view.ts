@@ -23,6 +23,8 @@ export interface JobViewEvents {
   'instance:removed': LiveInstance;
   /** An instance switched to `draining`: its waiting requests must move. */
   'instance:draining': LiveInstance;
+  /** A manual trigger request node appeared (also for those there when the view started). */
+  'trigger:requested': { requestId: string };
 }
 
 
@@ -107,6 +109,13 @@ class ServersListener implements CacheListeners<ChildrenCacheEvents<string>> {
   }
 }
 
+class TriggersListener implements CacheListeners<ChildrenCacheEvents<undefined>> {
+  constructor(private readonly view: JobView) {}
+  added({ name }: ChildEvent<undefined>): void {
+    this.view.handleTrigger(name);
+  }
+}
+
 class NecessaryListener implements CacheListeners<NodeCacheEvents<true>> {
   constructor(private readonly view: JobView) {}
   changed(): void {
@@ -131,6 +140,8 @@ export class JobView {
   private readonly instancesCache: ChildrenCache<InstanceInfo>;
   private readonly serversCache: ChildrenCache<string>;
   private readonly necessaryCache: NodeCache<true>;
+  /** `trigger/{requestId}` names (no data read): manual trigger requests (DESIGN.md flow 10). */
+  private readonly triggersCache: ChildrenCache<undefined>;
   /**
    * `sharding/{i}/disabled` for every item i below shardingTotalCount: an existence watch, which
    * the `running` locks that come and go with every execution do not trigger (a watch on the
@@ -162,10 +173,16 @@ export class JobView {
       logger: log,
       listeners: new NecessaryListener(this),
     });
+    this.triggersCache = new ChildrenCache(zk, { path: registryPaths.triggers(job), logger: log, listeners: new TriggersListener(this) });
+  }
+
+  /** Trigger request ids waiting under `trigger/`, oldest first (ids sort by time). */
+  triggerRequests(): string[] {
+    return this.triggersCache.names();
   }
 
   async start(): Promise<this> {
-    await Promise.all([this.configCache.start(), this.instancesCache.start(), this.serversCache.start(), this.necessaryCache.start()]);
+    await Promise.all([this.configCache.start(), this.instancesCache.start(), this.serversCache.start(), this.necessaryCache.start(), this.triggersCache.start()]);
     const value = this.configCache.value;
     if (value && !this.lastValid) this.acceptConfig(value);
     await Promise.all(this.disabledCaches.map((cache) => cache.settled()));
@@ -241,6 +258,7 @@ export class JobView {
       this.instancesCache.close(),
       this.serversCache.close(),
       this.necessaryCache.close(),
+      this.triggersCache.close(),
       ...this.disabledCaches.map((c) => c.close()),
     ]);
     this.disabledCaches = [];
@@ -315,6 +333,11 @@ export class JobView {
   handleInstanceRemoved(entry: ChildEvent<InstanceInfo>): void {
     this.handleReshard('instance left');
     if (entry.data) this.emit('instance:removed', { instanceId: entry.name, info: entry.data });
+  }
+
+  /** @internal From the triggers cache. */
+  handleTrigger(requestId: string): void {
+    this.emit('trigger:requested', { requestId });
   }
 
   /** @internal From the instances cache. */

@@ -1,0 +1,56 @@
+/**
+ * How far ahead of their nominal time fires are prepared (DESIGN.md flow 3b): planned and ledgered
+ * the whole lead before, enqueued at most {@link DELIVERY_LEAD_MS} before. The lead follows how long
+ * recent ticks took to prepare: twice the slowest of the last {@link LEAD_WINDOW}, within bounds.
+ */
+import { ErrorCodes, ShardcronError } from '../shared/errors';
+
+/** Upper bound of the dispatch lead: below the shortest cron period (1 s), so a job's fires never overlap. */
+export const MAX_DISPATCH_LEAD_MS = 800;
+/**
+ * How long before its nominal time a fire's requests are enqueued, at most (never more than the
+ * lead). Workers take an early request into their prefetch and hold it until its time, its item
+ * locked meanwhile: the time a worker has to take a burst's requests before the fire (a worker
+ * takes about 7 a millisecond on the bench machine). Not the whole lead (up to 800 ms when ticks
+ * are slow to prepare): a worker's prefetch is bounded, and requests of the next fire held that
+ * long took the places the tail of the current fire was waiting for.
+ */
+export const DELIVERY_LEAD_MS = 300;
+/** How many recent tick preparations the lead adapts to. */
+const LEAD_WINDOW = 8;
+
+/** The current lead and the recent preparation times it follows. */
+export class DispatchLead {
+  private current: number;
+  private readonly durations: number[] = [];
+
+  /** `minMs`: the lead when ticks prepare fast (default {@link DELIVERY_LEAD_MS}). */
+  constructor(private readonly minMs: number = DELIVERY_LEAD_MS) {
+    if (!Number.isInteger(minMs) || minMs < 0 || minMs > MAX_DISPATCH_LEAD_MS) {
+      throw new ShardcronError(ErrorCodes.INVALID_CONFIG, `dispatchLeadMs must be an integer in [0, ${MAX_DISPATCH_LEAD_MS}], got ${String(minMs)}`);
+    }
+    this.current = minMs;
+  }
+
+  /** How long before its nominal time a fire is planned and ledgered. */
+  get ms(): number {
+    return this.current;
+  }
+
+  /** How long before its nominal time a prepared fire is enqueued. */
+  get deliveryMs(): number {
+    return Math.min(this.current, DELIVERY_LEAD_MS);
+  }
+
+  /** Notes how long a tick took to prepare; returns the lead before, when it changed. */
+  adapt(durationMs: number): number | undefined {
+    this.durations.push(durationMs);
+    if (this.durations.length > LEAD_WINDOW) this.durations.shift();
+    const wanted = Math.ceil(2 * Math.max(...this.durations));
+    const next = Math.min(MAX_DISPATCH_LEAD_MS, Math.max(this.minMs, wanted));
+    if (next === this.current) return undefined;
+    const before = this.current;
+    this.current = next;
+    return before;
+  }
+}

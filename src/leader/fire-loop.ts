@@ -1,0 +1,272 @@
+/**
+ * DESIGN.md flow 3 while this process leads: fires handed over by the timer become ticks on the
+ * task chain; a tick plans each due job's fire ({@link planDueFires} decides which fire and its
+ * source), writes every ledger in fenced multis, and enqueues the requests shortly before the fire
+ * time. Fires that came due while leadership was suspended are caught up when it resumes.
+ */
+import { forEachLimited } from '../shared/concurrency';
+import { ErrorCodes, ShardcronError } from '../shared/errors';
+import type { Logger } from '../shared/logger';
+import type { ExecutionSource } from '../shared/registry/execution-request';
+import { reroute } from './dispatch-plan';
+import type { DispatchLead } from './dispatch-lead';
+import { planDueFires } from './due-fires';
+import type { FireDispatcher, FirePlan, JobState, SkipReason } from './fire-dispatcher';
+import type { Clock, DueJob } from './fire-timer';
+import type { LeaderElection } from './leader-election';
+import type { QueueMoves } from './queue-moves';
+import type { ScheduleCache } from './schedule-cache';
+import type { TaskChain } from './task-chain';
+
+/** Jobs planned at the same time in one tick (only a reshard makes planning wait for reads). */
+const PLANS_AT_ONCE = 32;
+/** Fire times of one job caught up after a suspension, at most (as the timer's own catch-up). */
+const MAX_CAUGHT_UP = 100;
+
+/** A tick queued on the chain and not started yet: the jobs due, each with its fire times. */
+interface WaitingTick {
+  due: Map<string, DueJob>;
+  earliest: number;
+}
+
+/** What the fire loop reports. */
+export interface FireLoopEvents {
+  dispatched(event: { job: string; fireTime: number; source: ExecutionSource; items: number; epoch: number }): void;
+  skipped(event: { job: string; fireTime: number; reason: SkipReason | 'not-leader' }): void;
+}
+
+/** What the fire loop works with. */
+export interface FireLoopDeps {
+  clock: Clock;
+  log: Logger;
+  jobs: ReadonlyMap<string, JobState>;
+  election: LeaderElection;
+  dispatcher: FireDispatcher;
+  chain: TaskChain;
+  lead: DispatchLead;
+  moves: QueueMoves;
+  schedules: ScheduleCache;
+  /** A fire handled later than this after its nominal time, while a leader was there, is a misfire. */
+  lateToleranceMs: number;
+  /** The ZooKeeper session timeout: a fire at most twice as late after a leaderless window runs as itself. */
+  sessionTimeoutMs(): number;
+  /** Changes with every change of leadership: work of an earlier one is left to the next leader. */
+  generation(): number;
+  events: FireLoopEvents;
+}
+
+/** The ticks of one leader. */
+export class FireLoop {
+  /** Fires that came due while leadership was suspended (or whose ledger write failed): job -> earliest nominal time. */
+  private readonly missed = new Map<string, number>();
+  /**
+   * Fires at or before this time came due while no leader could dispatch them: before this leader
+   * took over, or while it was suspended ({@link planDueFires}).
+   */
+  private leaderlessUntil: number | undefined;
+  /** The tick queued on the chain and not started yet, which new wake-ups join. */
+  private waitingTick: WaitingTick | undefined;
+
+  constructor(private readonly deps: FireLoopDeps) {}
+
+  /** Leadership began: fires due before now came due with no leader (since each job's last ledger). */
+  begin(): void {
+    this.leaderlessUntil = this.deps.clock.now();
+  }
+
+  /** Leadership ended: nothing is left to catch up. */
+  end(): void {
+    this.missed.clear();
+    this.leaderlessUntil = undefined;
+    this.waitingTick = undefined;
+  }
+
+  /** The timer's callback: queues a tick for `due`, or joins the tick still waiting if the leader is behind. */
+  onDue(due: DueJob[]): Promise<void> {
+    // A tick still waiting for the chain after its fire time means the leader fell behind (a
+    // takeover of 10,000 jobs, a stalled ZooKeeper): later wake-ups join it instead of queueing
+    // behind it, so it catches up in one tick, each job once under its earliest due time (the
+    // misfire rule; skipped when misfire is off), instead of working through a backlog that keeps
+    // every later fire late too.
+    const waiting = this.waitingTick;
+    if (waiting && this.deps.clock.now() > waiting.earliest) {
+      for (const d of due) {
+        const known = waiting.due.get(d.job);
+        if (known) known.fireTimes.push(...d.fireTimes);
+        else waiting.due.set(d.job, { ...d, fireTimes: [...d.fireTimes] });
+      }
+      return this.deps.chain.idle();
+    }
+    const tick: WaitingTick = { due: new Map(due.map((d) => [d.job, d])), earliest: due.reduce((min, d) => Math.min(min, d.fireTimes[0]), Number.POSITIVE_INFINITY) };
+    this.waitingTick = tick;
+    return this.deps.chain.run(() => {
+      if (this.waitingTick === tick) this.waitingTick = undefined;
+      return this.tick([...tick.due.values()]);
+    }, 'fire tick failed');
+  }
+
+  /**
+   * After a suspension (or a ledger write that failed): every fire that came due meanwhile, from the
+   * earliest one missed, is due now; {@link planDueFires} runs each as itself while it is recent
+   * enough, and applies the misfire policy to older ones.
+   */
+  catchUp(): void {
+    const missed = [...this.missed];
+    this.missed.clear();
+    if (missed.length === 0) return;
+    const now = this.deps.clock.now();
+    this.leaderlessUntil = Math.max(this.leaderlessUntil ?? 0, now);
+    const due: DueJob[] = [];
+    for (const [job, earliest] of missed) {
+      const config = this.deps.jobs.get(job)?.view.config;
+      const since = config?.cron ? this.deps.schedules.get(config.cron, config.timeZone).between(earliest - 1, now, MAX_CAUGHT_UP) : [];
+      due.push({ job, fireTimes: since.length > 0 ? since : [earliest], truncated: false });
+    }
+    void this.onDue(due);
+  }
+
+  private async tick(due: DueJob[]): Promise<void> {
+    const { election, clock } = this.deps;
+    const started = clock.now();
+    if (election.state === 'suspended') {
+      for (const d of due) if (!this.missed.has(d.job)) this.missed.set(d.job, d.fireTimes[0]);
+      return;
+    }
+    const epoch = election.epoch;
+    if (!election.isLeader || epoch === undefined) {
+      for (const d of due) this.deps.events.skipped({ job: d.job, fireTime: d.fireTimes[d.fireTimes.length - 1], reason: 'not-leader' });
+      return;
+    }
+    const runs: Array<{ job: string; fireTime: number; source: ExecutionSource; catchUp: boolean }> = [];
+    const later: DueJob[] = [];
+    for (const d of due) {
+      const config = this.deps.jobs.get(d.job)?.view.config;
+      const plan = planDueFires({
+        fireTimes: d.fireTimes,
+        now: started,
+        misfire: config?.misfire ?? true,
+        lateToleranceMs: this.deps.lateToleranceMs,
+        leaderlessUntil: this.leaderlessUntil,
+        leaderlessGraceMs: 2 * this.deps.sessionTimeoutMs(),
+      });
+      for (const fireTime of plan.skipped) this.skip(d.job, fireTime, 'missed');
+      if (plan.run) runs.push({ job: d.job, ...plan.run });
+      // Fires left for later go to a tick of their own, queued behind this one, so that each job's
+      // ledgers stay in fire order (a fire still ahead folded into a MISFIRE run would run early and
+      // have no run of its own: the ZooKeeper-restart chaos test saw a fire with no start at all).
+      if (plan.later.length > 0) later.push({ job: d.job, fireTimes: plan.later, truncated: false });
+    }
+    if (later.length > 0) void this.onDue(later);
+    const planned: Array<FirePlan | undefined> = new Array(runs.length);
+    // Planning reads nothing unless a job reshards (then its `running` nodes): several at a time.
+    await forEachLimited(runs.keys(), PLANS_AT_ONCE, async (i) => {
+      const { job, fireTime, source, catchUp } = runs[i];
+      const state = this.deps.jobs.get(job);
+      if (!state) return;
+      const plan = await this.deps.dispatcher.plan(state, fireTime, source, epoch, catchUp);
+      if (typeof plan === 'string') this.skip(job, fireTime, plan);
+      else planned[i] = plan;
+    });
+    await this.dispatch(planned.filter((p): p is FirePlan => p !== undefined), started);
+  }
+
+  private async dispatch(plans: FirePlan[], started: number): Promise<void> {
+    if (plans.length === 0) return;
+    const { dispatcher, election, jobs } = this.deps;
+    try {
+      await dispatcher.commit(plans, jobs, election.fence());
+    } catch (err) {
+      if (isDeposed(err)) {
+        this.deps.log.warn({ jobs: plans.map((p) => p.job) }, 'not the leader any more: fire not dispatched');
+        return;
+      }
+      // The multi may or may not have landed; treat the fires as missed while suspended. They are
+      // caught up when leadership resumes, or, if it already has (the write timed out just as the
+      // connection came back), by a retry of our own a moment later.
+      this.deps.log.error({ err }, 'could not write the dispatch ledger');
+      for (const plan of plans) if (!this.missed.has(plan.job)) this.missed.set(plan.job, plan.ledger.fireTime);
+      const retry = setTimeout(() => election.isLeader && this.catchUp(), 1_000);
+      retry.unref();
+      return;
+    }
+    for (const plan of plans) {
+      const state = jobs.get(plan.job);
+      if (!state) continue;
+      state.assignment = plan.assignment;
+      // A trigger that came while the plan was made still counts: the next fire reshards again.
+      if ((state.reshards ?? 0) === plan.reshards) state.needsReshard = false;
+    }
+    const before = this.deps.lead.adapt(this.deps.clock.now() - started);
+    if (before !== undefined) this.deps.log.debug({ from: before, to: this.deps.lead.ms }, 'dispatch lead changed');
+    // The ledgers are durable: if the enqueue fails or we crash before it, the next leader replays them.
+    const generation = this.deps.generation();
+    const byTime = new Map<number, FirePlan[]>();
+    for (const plan of plans) {
+      const group = byTime.get(plan.ledger.fireTime);
+      if (group) group.push(plan);
+      else byTime.set(plan.ledger.fireTime, [plan]);
+    }
+    // Enqueued shortly before the nominal time: the workers take the requests ahead and hold them
+    // until that time (WorkerService), so at the fire time only their own timer and the item lock
+    // stand between the fire and the handler.
+    for (const [fireTime, group] of byTime) {
+      await this.deps.chain.at(fireTime - this.deps.lead.deliveryMs, () => this.release(group, generation), 'deferred enqueue failed');
+    }
+  }
+
+  /**
+   * Enqueues committed fires, then does what their ledgers imply but the enqueue does not. After a
+   * change of leadership (`generation` moved on) only the enqueue is left: the job views that the
+   * rest relies on are gone or new, and the next leader replays these ledgers anyway.
+   */
+  private async release(plans: readonly FirePlan[], generation: number): Promise<void> {
+    const current = generation === this.deps.generation();
+    if (current) for (const plan of plans) this.reroute(plan);
+    await this.deps.dispatcher.enqueue(plans);
+    for (const plan of plans) {
+      const items = [...plan.requests.values()].reduce((n, list) => n + list.length, 0);
+      this.deps.events.dispatched({ job: plan.job, fireTime: plan.ledger.fireTime, source: plan.ledger.source, items, epoch: plan.ledger.epoch });
+      if (!current) continue;
+      // An instance that died or began draining after the plan was made got requests it will not
+      // run: its queue is moved (again) behind this enqueue, which is what failover would do.
+      const view = this.deps.jobs.get(plan.job)?.view;
+      if (!view) continue;
+      for (const [instanceId, queue] of Object.entries(plan.ledger.queues)) {
+        const info = view.instance(instanceId);
+        if (!info || info.queue !== queue) this.deps.moves.schedule(instanceId, queue, 'lost');
+        else if (info.state === 'draining') this.deps.moves.schedule(instanceId, queue, 'draining');
+      }
+    }
+    if (!current || !this.deps.election.isLeader) return;
+    await this.deps.dispatcher.recordAssignments(plans, this.deps.jobs, this.deps.election.fence()).catch((err) => {
+      if (!isDeposed(err)) this.deps.log.warn({ err }, 'could not record item owners in sharding/{i}/instance; retried with the next fire');
+    });
+  }
+
+  /**
+   * Sends the requests of instances that died or began draining since the plan was made to live
+   * ones instead (each item where the job's next fires will run it). The ledger still names the old
+   * owner; the next fire reshards, since the assignment no longer holds.
+   */
+  private reroute(plan: FirePlan): void {
+    const view = this.deps.jobs.get(plan.job)?.view;
+    if (!view) return;
+    const moved = reroute(plan.requests, plan.ledger.queues, (id) => view.instance(id), (items, except) => {
+      const targets = view.targetsFor(items, except);
+      return new Map([...targets].map(([item, target]) => [item, { queue: target.info.queue }]));
+    });
+    for (const { from, items } of moved) {
+      this.deps.log.info({ job: plan.job, fireTime: plan.ledger.fireTime, from, items }, 'instance left before the fire; its items go to live instances');
+    }
+  }
+
+  private skip(job: string, fireTime: number, reason: SkipReason): void {
+    this.deps.log.info({ job, fireTime, reason }, 'fire skipped');
+    this.deps.events.skipped({ job, fireTime, reason });
+  }
+}
+
+/** The write failed because this process no longer leads. */
+export function isDeposed(err: unknown): boolean {
+  return err instanceof ShardcronError && (err.code === ErrorCodes.ZK_FENCE_LOST || err.code === ErrorCodes.LEADERSHIP_LOST);
+}

@@ -1,0 +1,39 @@
+/**
+ * Moves of instance queues (failover of a lost instance, the waiting requests of a draining one),
+ * run on the leader's task chain so that no dispatch to that queue runs at the same time. Several
+ * jobs report the same lost instance: its queue is moved once for all of them.
+ */
+import type { Logger } from '../shared/logger';
+import type { FailoverCoordinator, MoveReason } from './failover';
+import type { TaskChain } from './task-chain';
+
+/** Schedules queue moves, one per queue at a time. */
+export class QueueMoves {
+  /** Queues whose move is scheduled: queue -> {from, reason}. */
+  private readonly pending = new Map<string, { from: string; reason: MoveReason }>();
+
+  constructor(
+    private readonly chain: TaskChain,
+    private readonly failover: FailoverCoordinator,
+    private readonly isLeader: () => boolean,
+    private readonly log: Logger,
+  ) {}
+
+  /** Moves `queue` (of instance `from`) on the chain; a lost instance's move wins over a drain's. */
+  schedule(from: string, queue: string, reason: MoveReason): void {
+    if (!this.isLeader()) return;
+    const known = this.pending.get(queue);
+    if (known && (known.reason === 'lost' || reason === 'draining')) return;
+    this.pending.set(queue, { from, reason });
+    void this.chain.run(async () => {
+      const move = this.pending.get(queue);
+      this.pending.delete(queue);
+      if (!move || !this.isLeader()) return;
+      try {
+        await this.failover.moveQueue(move.from, queue, move.reason);
+      } catch (err) {
+        this.log.error({ err, queue, from: move.from }, 'failover of a queue failed');
+      }
+    }, 'failover of a queue failed');
+  }
+}

@@ -1,0 +1,118 @@
+/**
+ * DESIGN.md flow 7, a new leader's work per job and once for the namespace: read the job's last
+ * ledger and replay it (duplicates are dropped by job id), finish the failover intents a previous
+ * leader left, and sweep the queues of instances that died while no leader watched.
+ */
+import type { Redis } from 'ioredis';
+import type { Logger } from '../shared/logger';
+import type { ExecutionRequest } from '../shared/registry/execution-request';
+import { fireLedgerCodec, type FireLedger } from '../shared/registry/fire-ledger';
+import { registryPaths } from '../shared/registry/registry-paths';
+import type { Assignment } from '../shared/sharding/assignment';
+import type { ZkClient } from '../shared/zk';
+import { findOrphanedQueues, type FailoverCoordinator } from './failover';
+import type { JobState } from './fire-dispatcher';
+import type { Clock } from './fire-timer';
+import { REQUEST_RETENTION_MS, type QueuePool } from './queue-pool';
+import type { QueueMoves } from './queue-moves';
+import type { TaskChain } from './task-chain';
+
+/** What a takeover works with. */
+export interface TakeoverDeps {
+  zk: ZkClient;
+  redis: Redis;
+  log: Logger;
+  clock: Clock;
+  queues: QueuePool;
+  failover: FailoverCoordinator;
+  chain: TaskChain;
+  moves: QueueMoves;
+  jobs: ReadonlyMap<string, JobState>;
+  /** How long before its nominal time a prepared fire is enqueued. */
+  deliveryLeadMs(): number;
+  /** Lays out a job's item nodes (one that never fired may have none). */
+  layOut(job: string, total: number): void;
+}
+
+/** A new leader's catching up with what its predecessor left. */
+export class Takeover {
+  constructor(private readonly deps: TakeoverDeps) {}
+
+  /**
+   * Prepares a job just loaded: its assignment from its last ledger, the replay of that fire, the
+   * failover intents left. Resolves with the ledgered fire time its schedule continues after.
+   */
+  async prepareJob(job: string, state: JobState): Promise<number | undefined> {
+    const ledger = await this.readLedger(job, state);
+    const config = state.view.config;
+    // A job that never fired may have no item nodes yet: lay them out before its first fire.
+    if (!ledger && config) this.deps.layOut(job, config.shardingTotalCount);
+    state.assignment = ledger ? assignmentOf(ledger) : undefined;
+    if (ledger) await this.replay(job, state, ledger);
+    await this.deps.failover.resumeIntents(job).catch((err) => this.deps.log.error({ err, job }, 'could not finish failover intents'));
+    return ledger?.fireTime;
+  }
+
+  /** Queues of instances that died while no leader watched are handled like any lost instance. */
+  async sweepOrphanedQueues(): Promise<void> {
+    const live = new Set<string>();
+    for (const state of this.deps.jobs.values()) for (const i of state.view.liveInstances()) live.add(i.info.queue);
+    const orphans = await findOrphanedQueues(this.deps.redis, this.deps.zk.options.namespace, live);
+    for (const { from, queue } of orphans) this.deps.moves.schedule(from, queue, 'lost');
+  }
+
+  private async readLedger(job: string, state: JobState): Promise<FireLedger | undefined> {
+    const path = registryPaths.leaderFire(job);
+    const text = await this.deps.zk.getText(path);
+    if (text !== undefined) state.ledgerReady = true;
+    if (!text) return undefined;
+    try {
+      return fireLedgerCodec.decode(Buffer.from(text), path);
+    } catch (err) {
+      this.deps.log.error({ err, job }, 'unreadable dispatch ledger; ignoring it');
+      return undefined;
+    }
+  }
+
+  /**
+   * Re-enqueues the last ledgered fire to the queues it named. Requests that were already enqueued
+   * keep their job ids, so BullMQ ignores them; only those the old leader never enqueued are added.
+   * Ledgers older than the retention of completed requests are not replayed: the requests could be
+   * gone and the replay would run them twice.
+   */
+  private async replay(job: string, state: JobState, ledger: FireLedger): Promise<void> {
+    if (this.deps.clock.now() - ledger.fireTime > REQUEST_RETENTION_MS) return;
+    const byQueue = new Map<string, ExecutionRequest[]>();
+    // Enqueued after their time by a new leader: catch-up work (see ExecutionRequest.catchUp).
+    const request = (item: number): ExecutionRequest => ({ job, item, fireTime: ledger.fireTime, source: ledger.source, epoch: ledger.epoch, catchUp: true });
+    const orphaned: number[] = [];
+    for (const [instanceId, items] of Object.entries(ledger.assignment)) {
+      const queue = ledger.queues[instanceId];
+      if (!queue || state.view.instance(instanceId)?.queue !== queue) {
+        orphaned.push(...items);
+        continue;
+      }
+      byQueue.set(queue, items.map(request));
+    }
+    if (orphaned.length > 0) {
+      // Their instances died before or after the enqueue: if before, nothing else will run them,
+      // so they go to live instances (a request the dead instance did take is failed over from its
+      // queue as well; the completed list makes the second run a no-op).
+      const targets = state.view.targetsFor(orphaned);
+      for (const item of orphaned) {
+        const target = targets.get(item);
+        if (!target) continue;
+        const list = byQueue.get(target.info.queue) ?? [];
+        list.push(request(item));
+        byQueue.set(target.info.queue, list);
+      }
+      this.deps.log.warn({ job, fireTime: ledger.fireTime, items: orphaned, live: targets.size }, 'last fire names instances that are gone; their items go to live instances');
+    }
+    // A ledger written ahead of its fire is enqueued no earlier than any fire is.
+    await this.deps.chain.at(ledger.fireTime - this.deps.deliveryLeadMs(), () => this.deps.queues.enqueue(byQueue), 'deferred enqueue failed');
+  }
+}
+
+function assignmentOf(ledger: FireLedger): Assignment {
+  return Object.fromEntries(Object.entries(ledger.assignment).map(([id, items]) => [id, [...items]]));
+}

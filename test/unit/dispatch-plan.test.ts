@@ -1,0 +1,92 @@
+import { DispatchLead, MAX_DISPATCH_LEAD_MS } from '../../src/leader/dispatch-lead';
+import { fireRequests, reroute, type InstanceNow } from '../../src/leader/dispatch-plan';
+import { ErrorCodes } from '../../src/shared/errors';
+import type { ExecutionRequest } from '../../src/shared/registry/execution-request';
+
+const base = { job: 'j', fireTime: 5_000, source: 'NORMAL' as const, epoch: 3, catchUp: false };
+const queueOf = (id: string) => `q-${id}`;
+
+describe('fireRequests', () => {
+  it('makes one request per enabled item, grouped per instance queue, and the ledger parts', () => {
+    const out = fireRequests({ ...base, assignment: { a: [0, 1], b: [2, 3] }, queueOf, itemDisabled: (item) => item === 1 });
+    expect([...out.requests]).toEqual([
+      ['q-a', [{ job: 'j', item: 0, fireTime: 5_000, source: 'NORMAL', epoch: 3 }]],
+      ['q-b', [{ job: 'j', item: 2, fireTime: 5_000, source: 'NORMAL', epoch: 3 }, { job: 'j', item: 3, fireTime: 5_000, source: 'NORMAL', epoch: 3 }]],
+    ]);
+    expect(out.dispatched).toEqual({ a: [0], b: [2, 3] });
+    expect(out.queues).toEqual({ a: 'q-a', b: 'q-b' });
+  });
+
+  it('leaves out an instance whose items are all disabled, and flags catch-up fires', () => {
+    const out = fireRequests({ ...base, catchUp: true, assignment: { a: [0], b: [1] }, queueOf, itemDisabled: (item) => item === 0 });
+    expect(out.dispatched).toEqual({ b: [1] });
+    expect(out.queues).toEqual({ b: 'q-b' });
+    expect(out.requests.get('q-b')).toEqual([{ job: 'j', item: 1, fireTime: 5_000, source: 'NORMAL', epoch: 3, catchUp: true }]);
+  });
+});
+
+describe('reroute', () => {
+  const request = (item: number): ExecutionRequest => ({ job: 'j', item, fireTime: 5_000, source: 'NORMAL', epoch: 3 });
+
+  function plan(): Map<string, ExecutionRequest[]> {
+    return new Map([
+      ['q-a', [request(0), request(1)]],
+      ['q-b', [request(2)]],
+      ['q-c', [request(3)]],
+    ]);
+  }
+  const planned = { a: 'q-a', b: 'q-b', c: 'q-c' };
+  // Each item to the instance its next fires go to: here 0 -> c, 1 -> b, 2 -> a.
+  const owners: Record<number, string> = { 0: 'c', 1: 'b', 2: 'a', 3: 'a' };
+  const targets = (items: number[], except: string) => new Map(items.filter(() => except !== 'nobody').map((item) => [item, { queue: queueOf(owners[item]) }]));
+
+  it('moves the requests of a lost or draining instance, and of one on a new queue, each to its target', () => {
+    const now: Record<string, InstanceNow> = { a: undefined, b: { queue: 'q-b', state: 'draining' }, c: { queue: 'q-c2', state: 'ready' } };
+    const requests = plan();
+    const moved = reroute(requests, planned, (id) => now[id], targets);
+    expect(moved).toEqual([
+      { from: 'a', items: [0, 1] },
+      { from: 'b', items: [2] },
+      { from: 'c', items: [3] },
+    ]);
+    expect([...requests].map(([q, list]) => [q, list.map((r) => r.item)]).sort()).toEqual([
+      ['q-a', [2, 3]],
+      ['q-b', [1]],
+      ['q-c', [0]],
+    ]);
+  });
+
+  it('leaves the plan alone when every instance is ready on its queue', () => {
+    const requests = plan();
+    expect(reroute(requests, planned, (id) => ({ queue: `q-${id}`, state: 'ready' }), targets)).toEqual([]);
+    expect([...requests.keys()]).toEqual(['q-a', 'q-b', 'q-c']);
+  });
+
+  it('keeps the requests of an instance whose items have nowhere to go', () => {
+    const requests = new Map([['q-x', [request(0)]]]);
+    expect(reroute(requests, { nobody: 'q-x' }, () => undefined, targets)).toEqual([]);
+    expect([...requests.keys()]).toEqual(['q-x']);
+  });
+});
+
+describe('DispatchLead', () => {
+  it('enqueues at most 300 ms ahead, and follows twice the slowest recent preparation within its bounds', () => {
+    const lead = new DispatchLead(100);
+    expect([lead.ms, lead.deliveryMs]).toEqual([100, 100]);
+    expect(lead.adapt(30)).toBeUndefined();
+    expect(lead.adapt(200)).toBe(100);
+    expect([lead.ms, lead.deliveryMs]).toEqual([400, 300]);
+    expect(lead.adapt(5_000)).toBe(400);
+    expect(lead.ms).toBe(MAX_DISPATCH_LEAD_MS);
+    // The slow one leaves the window of the last 8 preparations.
+    for (let i = 0; i < 7; i += 1) lead.adapt(10);
+    expect(lead.ms).toBe(MAX_DISPATCH_LEAD_MS);
+    expect(lead.adapt(10)).toBe(MAX_DISPATCH_LEAD_MS);
+    expect(lead.ms).toBe(100);
+  });
+
+  it('refuses a lead outside 0-800 ms, naming it', () => {
+    expect(() => new DispatchLead(801)).toThrow(expect.objectContaining({ code: ErrorCodes.INVALID_CONFIG, message: expect.stringContaining('dispatchLeadMs') }));
+    expect(() => new DispatchLead(1.5)).toThrow(/dispatchLeadMs/);
+  });
+});
