@@ -32,6 +32,8 @@ interface VariableCase {
   defaultValue: unknown;
   valid: Array<[raw: string, expected: unknown]>;
   invalid: Array<[raw: string, messagePart: string]>;
+  /** Variables the value needs beside it (a Sentinel name for the Sentinels). */
+  with?: Record<string, string>;
 }
 
 const TOKEN = 'a-very-secret-token-0123456789';
@@ -146,6 +148,29 @@ const cases: VariableCase[] = [
     ],
   },
   {
+    name: 'SHARDCRON_REDIS_CLUSTER_NODES',
+    read: (c) => c.redisClusterNodes,
+    defaultValue: undefined,
+    valid: [['r1:7000, r2:7001,10.0.0.3:7002', [{ host: 'r1', port: 7000 }, { host: 'r2', port: 7001 }, { host: '10.0.0.3', port: 7002 }]]],
+    invalid: [['r1', '"r1" has no port'], ['r1:7000,,r2:7000', 'entry 2 is empty']],
+  },
+  {
+    name: 'SHARDCRON_REDIS_SENTINELS',
+    read: (c) => c.redisSentinel,
+    defaultValue: undefined,
+    with: { SHARDCRON_REDIS_SENTINEL_NAME: 'mymaster' },
+    valid: [['s1:26379,s2:26379', { sentinels: [{ host: 's1', port: 26379 }, { host: 's2', port: 26379 }], name: 'mymaster' }]],
+    invalid: [['s1', '"s1" has no port']],
+  },
+  {
+    name: 'SHARDCRON_REDIS_SENTINEL_NAME',
+    read: (c) => c.redisSentinel?.name,
+    defaultValue: undefined,
+    with: { SHARDCRON_REDIS_SENTINELS: 's1:26379' },
+    valid: [['mymaster', 'mymaster'], ['cache.primary-1', 'cache.primary-1']],
+    invalid: [['my master', 'is not a master name']],
+  },
+  {
     name: 'SHARDCRON_ROLES',
     read: (c) => c.roles,
     defaultValue: ['scheduler', 'worker', 'console'],
@@ -219,6 +244,27 @@ const cases: VariableCase[] = [
     invalid: [['short', 'is 5 characters long; expected at least 16'], ['has a space in the middle', 'printable ASCII']],
   },
   {
+    name: 'SHARDCRON_OPS_READ_TOKEN',
+    read: (c) => c.ops.readToken,
+    defaultValue: undefined,
+    valid: [['r'.repeat(16), 'r'.repeat(16)]],
+    invalid: [['short', 'is 5 characters long; expected at least 16']],
+  },
+  {
+    name: 'SHARDCRON_TRACING_PG_URL',
+    read: (c) => c.tracingPgUrl,
+    defaultValue: undefined,
+    valid: [['postgres://u:p@db:5432/history', 'postgres://u:p@db:5432/history'], ['postgresql://localhost/test', 'postgresql://localhost/test']],
+    invalid: [['mysql://db/x', 'scheme "mysql" is not supported'], ['not a url', 'is not a valid URL']],
+  },
+  {
+    name: 'SHARDCRON_WORKER_GENERIC',
+    read: (c) => c.workerGeneric,
+    defaultValue: [],
+    valid: [['script', ['script']], ['http,script', ['script', 'http']]],
+    invalid: [['shell', 'accepted']],
+  },
+  {
     name: 'SHARDCRON_LOG_LEVEL',
     read: (c) => c.logLevel,
     defaultValue: 'info',
@@ -267,7 +313,7 @@ describe('loadEnvConfig', () => {
     expect(cases.map((c) => c.name)).toEqual(ENV_VARIABLES.map((v) => v.name));
   });
 
-  describe.each(cases)('$name', ({ name, read, defaultValue, valid, invalid }) => {
+  describe.each(cases)('$name', ({ name, read, defaultValue, valid, invalid, with: companions = {} }) => {
     it('uses the default when unset', () => {
       expect(read(loadEnvConfig({}))).toEqual(defaultValue);
     });
@@ -277,11 +323,11 @@ describe('loadEnvConfig', () => {
     });
 
     it.each(valid)('accepts %j', (raw, expected) => {
-      expect(read(loadEnvConfig({ [name]: raw }))).toEqual(expected);
+      expect(read(loadEnvConfig({ [name]: raw, ...companions }))).toEqual(expected);
     });
 
     it.each(invalid)('rejects %j, naming the variable', (raw, messagePart) => {
-      const err = configError({ [name]: raw });
+      const err = configError({ [name]: raw, ...companions });
       expect(fieldsOf(err)).toEqual([name]);
       expect(messageFor(err, name)).toContain(messagePart);
       expect(err.message).toContain(`${name}: `);
@@ -311,10 +357,20 @@ describe('loadEnvConfig', () => {
       roles: ['scheduler', 'worker', 'console'],
       concurrency: 10,
       ops: { host: '127.0.0.1', port: 8080 },
+      workerGeneric: [],
       logLevel: 'info',
       shutdownGraceMs: 30000,
       localServices: {},
     });
+  });
+
+  it('pairs the Sentinels with their primary name, refuses them with a cluster, and a read token equal to the admin one', () => {
+    expect(fieldsOf(configError({ SHARDCRON_REDIS_SENTINELS: 's1:26379' }))).toEqual(['SHARDCRON_REDIS_SENTINEL_NAME']);
+    expect(fieldsOf(configError({ SHARDCRON_REDIS_SENTINEL_NAME: 'mymaster' }))).toEqual(['SHARDCRON_REDIS_SENTINELS']);
+    const both = configError({ SHARDCRON_REDIS_SENTINELS: 's1:26379', SHARDCRON_REDIS_SENTINEL_NAME: 'm', SHARDCRON_REDIS_CLUSTER_NODES: 'r1:7000' });
+    expect(messageFor(both, 'SHARDCRON_REDIS_CLUSTER_NODES')).toContain('exclude each other');
+    const same = configError({ SHARDCRON_OPS_TOKEN: TOKEN, SHARDCRON_OPS_READ_TOKEN: TOKEN });
+    expect(messageFor(same, 'SHARDCRON_OPS_READ_TOKEN')).toContain('must differ from the admin token');
   });
 
   it('leaves optional fields absent, not undefined', () => {
@@ -365,7 +421,7 @@ describe('loadEnvConfig', () => {
       ['SHARDCRON_CONCURENCY', 'did you mean SHARDCRON_CONCURRENCY?'],
       ['SHARDCRON_ZK_SESSION_TIMEOUT', 'did you mean SHARDCRON_ZK_SESSION_TIMEOUT_MS?'],
       ['SHARDCRON_NAMESAPCE', 'did you mean SHARDCRON_NAMESPACE?'],
-      ['SHARDCRON_REDIS', 'did you mean SHARDCRON_REDIS_URL or SHARDCRON_REDIS_SERVER?'],
+      ['SHARDCRON_REDIS', 'did you mean SHARDCRON_REDIS_URL, SHARDCRON_REDIS_CLUSTER_NODES, SHARDCRON_REDIS_SENTINELS, SHARDCRON_REDIS_SENTINEL_NAME or SHARDCRON_REDIS_SERVER?'],
       ['shardcron_zk', 'names are case-sensitive: did you mean SHARDCRON_ZK?'],
     ])('rejects %s with a suggestion', (name, suggestion) => {
       const err = configError({ [name]: 'x' });

@@ -16,6 +16,9 @@ import {
   parseNamespace,
   parseOpsHost,
   parseOpsToken,
+  parseHostPortList,
+  parsePostgresUrl,
+  parseSentinelName,
   parseRedisUrl,
   parseZk,
   quote,
@@ -73,7 +76,16 @@ export interface ShardcronEnvConfig {
   readonly consumers?: number;
   /** Overrides the default `{ip}@-@{pid}`. */
   readonly instanceId?: string;
-  readonly ops: { readonly host: string; readonly port: number; readonly token?: string };
+  /** A Redis Cluster's seed nodes (SHARDCRON_REDIS_CLUSTER_NODES): every key of the namespace then shares the hash tag `{namespace}`. */
+  readonly redisClusterNodes?: readonly ZkServer[];
+  /** A Sentinel-managed primary (SHARDCRON_REDIS_SENTINELS, SHARDCRON_REDIS_SENTINEL_NAME). */
+  readonly redisSentinel?: { readonly sentinels: readonly ZkServer[]; readonly name: string };
+  /** The console: bind address, admin token, read-only token. */
+  readonly ops: { readonly host: string; readonly port: number; readonly token?: string; readonly readToken?: string };
+  /** PostgreSQL of the execution history (ElasticJob's traces); unset: no traces. */
+  readonly tracingPgUrl?: string;
+  /** The API-defined job types this worker runs for every job of the namespace (SHARDCRON_WORKER_GENERIC). */
+  readonly workerGeneric: readonly GenericJobType[];
   readonly logLevel: LogLevel;
   readonly shutdownGraceMs: number;
   /** V8's heap growing percent set at node start (0: V8's own policy; unset: by roles, see heap-growth.ts). */
@@ -81,6 +93,10 @@ export interface ShardcronEnvConfig {
   /** Overrides for the local ZooKeeper and Redis that `shardcron dev` and the tests start. */
   readonly localServices: { readonly java?: string; readonly zkClasspath?: string; readonly redisServer?: string };
 }
+
+/** API-defined job types a generic worker can run with no code of its own. */
+export const GENERIC_JOB_TYPES = Object.freeze(['script', 'http'] as const);
+export type GenericJobType = (typeof GENERIC_JOB_TYPES)[number];
 
 /** One documented environment variable. `default` is undefined for variables that are unset by default. */
 export interface EnvVariable {
@@ -123,6 +139,12 @@ export const ENV_VARIABLES = Object.freeze([
     'Scheduling domain: ZooKeeper root `/{namespace}`, Redis key prefix, one leader. 1-128 characters from `A-Z a-z 0-9 _ . -`, starting with a letter or digit; not `zookeeper`.'),
   variable('SHARDCRON_REDIS_URL', 'redis://127.0.0.1:6379',
     'Redis of the BullMQ queues: `redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS.'),
+  variable('SHARDCRON_REDIS_CLUSTER_NODES', undefined,
+    'Redis Cluster seed nodes, `host:port,...` (instead of SHARDCRON_REDIS_URL\'s host; its user, password and TLS still apply). Every key of a namespace then shares the hash tag `{namespace}`: one namespace lives on one shard (docs/deployment.md).'),
+  variable('SHARDCRON_REDIS_SENTINELS', undefined,
+    'Redis Sentinels, `host:port,...`, watching the primary SHARDCRON_REDIS_SENTINEL_NAME names (instead of SHARDCRON_REDIS_URL\'s host; its user, password and database still apply). A primary failover is followed without a restart.'),
+  variable('SHARDCRON_REDIS_SENTINEL_NAME', undefined,
+    'With SHARDCRON_REDIS_SENTINELS: the name the Sentinels know the primary by (e.g. mymaster).'),
   variable('SHARDCRON_ROLES', 'scheduler,worker,console',
     'Comma-separated roles of this process: `scheduler` (leader candidate), `worker` (runs items), `console` (ops HTTP server). At least one.'),
   variable('SHARDCRON_JOBS', undefined,
@@ -141,6 +163,12 @@ export const ENV_VARIABLES = Object.freeze([
     'Port of the console, 0-65535 (0: any free port).'),
   variable('SHARDCRON_OPS_TOKEN', undefined,
     'Bearer token of the console, at least 16 printable ASCII characters without spaces (e.g. `openssl rand -hex 32`). Required when the console binds a non-loopback address.'),
+  variable('SHARDCRON_OPS_READ_TOKEN', undefined,
+    'A read-only console token (Bearer): reads the API, the dashboard and Bull Board, changes nothing. At least 16 characters, other than SHARDCRON_OPS_TOKEN.'),
+  variable('SHARDCRON_TRACING_PG_URL', undefined,
+    'PostgreSQL of the execution history, `postgres://user:password@host:port/db`: ElasticJob\'s job_execution_log and job_status_trace_log, created on start (docs/history.md). Unset: the recent executions in Redis only.'),
+  variable('SHARDCRON_WORKER_GENERIC', undefined,
+    'API-defined job types this worker runs for every such job of the namespace, with no code of its own: `script`, `http` or `script,http`.'),
   variable('SHARDCRON_LOG_LEVEL', 'info',
     'Log level: `fatal`, `error`, `warn`, `info`, `debug`, `trace` or `silent`.'),
   variable('SHARDCRON_SHUTDOWN_GRACE_MS', '30000',
@@ -193,6 +221,9 @@ const shape = {
   SHARDCRON_ZK_DIGEST: optional(parseDigest),
   SHARDCRON_NAMESPACE: withDefault('SHARDCRON_NAMESPACE', parseNamespace),
   SHARDCRON_REDIS_URL: withDefault('SHARDCRON_REDIS_URL', parseRedisUrl),
+  SHARDCRON_REDIS_CLUSTER_NODES: optional(parseHostPortList('redis1:7000,redis2:7000,redis3:7000')),
+  SHARDCRON_REDIS_SENTINELS: optional(parseHostPortList('sentinel1:26379,sentinel2:26379,sentinel3:26379')),
+  SHARDCRON_REDIS_SENTINEL_NAME: optional(parseSentinelName),
   SHARDCRON_ROLES: withDefault('SHARDCRON_ROLES', subsetOf(ROLES, 'role')),
   SHARDCRON_JOBS: optional(parseJobsModule),
   SHARDCRON_CONCURRENCY: withDefault('SHARDCRON_CONCURRENCY', integer(...WORKER_BOUNDS.concurrency)),
@@ -202,6 +233,9 @@ const shape = {
   SHARDCRON_OPS_HOST: withDefault('SHARDCRON_OPS_HOST', parseOpsHost),
   SHARDCRON_OPS_PORT: withDefault('SHARDCRON_OPS_PORT', integer(0, 65535)),
   SHARDCRON_OPS_TOKEN: optional(parseOpsToken),
+  SHARDCRON_OPS_READ_TOKEN: optional(parseOpsToken),
+  SHARDCRON_TRACING_PG_URL: optional(parsePostgresUrl),
+  SHARDCRON_WORKER_GENERIC: optional(subsetOf(GENERIC_JOB_TYPES, 'job type')),
   SHARDCRON_LOG_LEVEL: withDefault('SHARDCRON_LOG_LEVEL', oneOf(LOG_LEVELS, 'log level')),
   SHARDCRON_SHUTDOWN_GRACE_MS: withDefault('SHARDCRON_SHUTDOWN_GRACE_MS', integer(0, 3_600_000, ' (milliseconds)')),
   // Read by src/dev (local services), not by the node; listed so they are documented and not "unknown".
@@ -262,10 +296,25 @@ export const envSchema = z.preprocess(
           message: `is required: the console role binds the non-loopback address ${quote(host)} (SHARDCRON_OPS_HOST); set a token of at least 16 characters, or bind 127.0.0.1`,
         });
       }
-    }, whenValid('SHARDCRON_ROLES', 'SHARDCRON_OPS_HOST', 'SHARDCRON_OPS_TOKEN')),
+    }, whenValid('SHARDCRON_ROLES', 'SHARDCRON_OPS_HOST', 'SHARDCRON_OPS_TOKEN'))
+    .superRefine((env, ctx) => {
+      if (env.SHARDCRON_OPS_READ_TOKEN !== undefined && env.SHARDCRON_OPS_READ_TOKEN === env.SHARDCRON_OPS_TOKEN) {
+        ctx.addIssue({ code: 'custom', path: ['SHARDCRON_OPS_READ_TOKEN'], message: 'is the same as SHARDCRON_OPS_TOKEN; a read-only token must differ from the admin token' });
+      }
+    }, whenValid('SHARDCRON_OPS_TOKEN', 'SHARDCRON_OPS_READ_TOKEN'))
+    .superRefine((env, ctx) => {
+      const sentinels = env.SHARDCRON_REDIS_SENTINELS !== undefined;
+      const name = env.SHARDCRON_REDIS_SENTINEL_NAME !== undefined;
+      if (sentinels && !name) ctx.addIssue({ code: 'custom', path: ['SHARDCRON_REDIS_SENTINEL_NAME'], message: 'is required with SHARDCRON_REDIS_SENTINELS: the name the Sentinels know the primary by' });
+      if (name && !sentinels) ctx.addIssue({ code: 'custom', path: ['SHARDCRON_REDIS_SENTINELS'], message: 'is required with SHARDCRON_REDIS_SENTINEL_NAME: the Sentinels to ask for that primary' });
+      if (sentinels && env.SHARDCRON_REDIS_CLUSTER_NODES !== undefined) {
+        ctx.addIssue({ code: 'custom', path: ['SHARDCRON_REDIS_CLUSTER_NODES'], message: 'and SHARDCRON_REDIS_SENTINELS exclude each other: a Redis Cluster fails over on its own' });
+      }
+    }, whenValid('SHARDCRON_REDIS_SENTINELS', 'SHARDCRON_REDIS_SENTINEL_NAME', 'SHARDCRON_REDIS_CLUSTER_NODES')),
 ).transform((env): ShardcronEnvConfig => {
   const digest = env.SHARDCRON_ZK_DIGEST;
   const token = env.SHARDCRON_OPS_TOKEN;
+  const readToken = env.SHARDCRON_OPS_READ_TOKEN;
   return {
     zk: {
       connectionString: env.SHARDCRON_ZK.connectionString,
@@ -285,7 +334,12 @@ export const envSchema = z.preprocess(
     ...(env.SHARDCRON_PREFETCH !== undefined && { prefetch: env.SHARDCRON_PREFETCH }),
     ...(env.SHARDCRON_CONSUMERS !== undefined && { consumers: env.SHARDCRON_CONSUMERS }),
     ...(env.SHARDCRON_INSTANCE_ID !== undefined && { instanceId: env.SHARDCRON_INSTANCE_ID }),
-    ops: { host: env.SHARDCRON_OPS_HOST, port: env.SHARDCRON_OPS_PORT, ...(token !== undefined && { token }) },
+    ...(env.SHARDCRON_REDIS_CLUSTER_NODES !== undefined && { redisClusterNodes: env.SHARDCRON_REDIS_CLUSTER_NODES }),
+    ...(env.SHARDCRON_REDIS_SENTINELS !== undefined &&
+      env.SHARDCRON_REDIS_SENTINEL_NAME !== undefined && { redisSentinel: { sentinels: env.SHARDCRON_REDIS_SENTINELS, name: env.SHARDCRON_REDIS_SENTINEL_NAME } }),
+    ops: { host: env.SHARDCRON_OPS_HOST, port: env.SHARDCRON_OPS_PORT, ...(token !== undefined && { token }), ...(readToken !== undefined && { readToken }) },
+    ...(env.SHARDCRON_TRACING_PG_URL !== undefined && { tracingPgUrl: env.SHARDCRON_TRACING_PG_URL }),
+    workerGeneric: env.SHARDCRON_WORKER_GENERIC ?? [],
     logLevel: env.SHARDCRON_LOG_LEVEL,
     shutdownGraceMs: env.SHARDCRON_SHUTDOWN_GRACE_MS,
     ...(env.SHARDCRON_HEAP_GROWTH_PERCENT !== undefined && { heapGrowthPercent: env.SHARDCRON_HEAP_GROWTH_PERCENT }),

@@ -89,6 +89,42 @@ export function parseZk(raw: string): Parsed<{ connectionString: string; servers
 }
 
 /** Digest credentials `user:password`. */
+/** A comma-separated `host:port` list (Redis Cluster seed nodes, Sentinels), parsed like SHARDCRON_ZK's servers. */
+export function parseHostPortList(example: string): (raw: string) => Parsed<ZkServer[]> {
+  return (raw) => {
+    const servers: ZkServer[] = [];
+    const problems: string[] = [];
+    raw.split(',').map((s) => s.trim()).forEach((entry, i) => {
+      if (entry === '') return void problems.push(`entry ${i + 1} is empty (stray comma?)`);
+      const server = parseZkServer(entry);
+      if (server.ok) servers.push(server.value);
+      else problems.push(server.message);
+    });
+    if (problems.length > 0) return bad(`${problems.join('; ')}. Expected a comma-separated list of host:port, e.g. ${example}`);
+    return ok(servers);
+  };
+}
+
+/** A PostgreSQL connection URL (`postgres://` or `postgresql://`); its password is never shown. */
+export function parsePostgresUrl(raw: string): Parsed<string> {
+  const expected = 'expected postgres://[user[:password]@]host[:port]/database';
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return bad(`is not a valid URL (value not shown: it may hold a password); ${expected}`);
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') return bad(`scheme ${quote(url.protocol.slice(0, -1))} is not supported; ${expected}`);
+  if (url.hostname === '' && !url.searchParams.has('host')) return bad(`has no host; ${expected}`);
+  return ok(raw);
+}
+
+/** A Sentinel master name: what `SENTINEL get-master-addr-by-name` takes. */
+export function parseSentinelName(raw: string): Parsed<string> {
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(raw)) return bad(`${quote(raw)} is not a master name; expected 1-64 characters from A-Z a-z 0-9 . _ -`);
+  return ok(raw);
+}
+
 export function parseDigest(raw: string): Parsed<{ user: string; password: string }> {
   // Split at the first ':' only: a password may contain ':', a ZooKeeper digest user may not.
   const colon = raw.indexOf(':');
