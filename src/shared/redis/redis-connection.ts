@@ -15,6 +15,8 @@ export interface RedisClientOptions {
   logger?: Logger;
   /** Names the client in those lines (`leader`, `worker`). */
   name?: string;
+  /** Connect at the first command instead of at once. */
+  lazyConnect?: boolean;
 }
 
 /**
@@ -49,6 +51,7 @@ const BULLMQ_OPTIONS = { maxRetriesPerRequest: null, reconnectOnError: reconnect
  */
 export function createRedisClient(target: RedisTarget, options: RedisClientOptions = {}): RedisClient {
   const parts = redisUrlParts(target);
+  const lazyConnect = options.lazyConnect ?? false;
   const credentials = {
     ...(parts.username !== undefined && { username: parts.username }),
     ...(parts.password !== undefined && { password: parts.password }),
@@ -63,6 +66,7 @@ export function createRedisClient(target: RedisTarget, options: RedisClientOptio
         retryDelayOnFailover: 200,
         retryDelayOnClusterDown: 200,
         clusterRetryStrategy: reconnectDelay,
+        lazyConnect,
       };
       client = new Cluster(target.clusterNodes!.map((n) => ({ host: n.host, port: n.port })), clusterOptions);
       break;
@@ -78,11 +82,12 @@ export function createRedisClient(target: RedisTarget, options: RedisClientOptio
         sentinels: sentinels.map((s) => ({ host: s.host, port: s.port })),
         failoverDetector: true,
         retryStrategy: reconnectDelay,
+        lazyConnect,
       });
       break;
     }
     default:
-      client = new Redis(target.url, { ...BULLMQ_OPTIONS, retryStrategy: reconnectDelay });
+      client = new Redis(target.url, { ...BULLMQ_OPTIONS, retryStrategy: reconnectDelay, lazyConnect });
   }
   logConnectionLosses(client, target, options);
   return client;

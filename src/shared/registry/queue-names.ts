@@ -19,8 +19,9 @@ export const QUEUE_PREFIX = 'shardcron';
 /**
  * The prefix of every Redis key of `namespace` that is not a BullMQ queue's: `shardcron:{namespace}`,
  * whatever the topology. Build a key as `${namespaceKeyPrefix(ns)}:${what}:${...}`, e.g.
- * `shardcron:{billing}:recent:settle-accounts`: the hash tag keeps it in the namespace's slot on a
- * Cluster, and the `:` after the tag keeps it apart from the queues (whose names go on with `.`).
+ * `shardcron:{billing}:recent:settle-accounts`, with a `what` that has no dot: the hash tag keeps it
+ * in the namespace's slot on a Cluster, and tagged queue keys go on after the same prefix with the
+ * queue name `{namespace}.{instance}.{incarnation}:`, which always has a dot before its first `:`.
  */
 export function namespaceKeyPrefix(namespace: string): string {
   return `${QUEUE_PREFIX}:{${namespace}}`;
