@@ -11,6 +11,7 @@
  * does it: the boundary is {@link QueuePool}'s enqueue path, which records, and this class, which
  * re-adds; nothing else in the leader knows about it (docs/deployment.md, "What a Redis failover can lose").
  */
+import { Cluster } from 'ioredis';
 import type { Logger } from '../shared/logger';
 import { executionJobId, type ExecutionRequest } from '../shared/registry/execution-request';
 import type { QueuePool } from './queue-pool';
@@ -93,16 +94,23 @@ export interface RedisReconcileDeps {
   onReconciled(result: ReconcileResult): void;
 }
 
-/** Re-adds, after each loss of the leader's Redis connection, the remembered requests Redis lost. */
+/**
+ * Re-adds, after each loss of the leader's Redis connection, the remembered requests Redis lost.
+ * A `Redis` client (one endpoint, Sentinel) reports a loss as `close` and its end as `ready`. A
+ * `Cluster` client stays up while one shard fails over; it drops the failed node from its pool
+ * (`-node`), and the reconcile's commands then wait for the shard's new primary.
+ */
 export class RedisReconcile {
   private lost = false;
+  /** A reconcile is queued on the chain and has not started: more losses meanwhile need no other. */
+  private queued = false;
   private readonly onLoss = () => (this.lost = true);
   private readonly onReady = () => {
     if (!this.lost) return;
     this.lost = false;
-    // On the chain: after the enqueues that waited for the reconnect, and never beside a queue move.
-    void this.deps.chain.run(async () => void (await this.reconcile()), 'reconcile after a Redis reconnect failed');
+    this.schedule();
   };
+  private readonly onNodeDropped = () => this.schedule();
 
   constructor(private readonly deps: RedisReconcileDeps) {}
 
@@ -110,12 +118,24 @@ export class RedisReconcile {
     const connection = this.deps.queues.connection;
     connection.on('close', this.onLoss);
     connection.on('ready', this.onReady);
+    if (connection instanceof Cluster) connection.on('-node', this.onNodeDropped);
   }
 
   close(): void {
     const connection = this.deps.queues.connection;
     connection.off('close', this.onLoss);
     connection.off('ready', this.onReady);
+    connection.off('-node', this.onNodeDropped);
+  }
+
+  private schedule(): void {
+    if (this.queued) return;
+    this.queued = true;
+    // On the chain: after the enqueues that waited for the reconnect, and never beside a queue move.
+    void this.deps.chain.run(async () => {
+      this.queued = false;
+      await this.reconcile();
+    }, 'reconcile after a Redis reconnect failed');
   }
 
   /**
