@@ -29,23 +29,26 @@ export const MAX_REMEMBERED = 100_000;
 /** EXISTS commands per pipeline. */
 const CHECK_CHUNK = 1_000;
 
+/** One addBulk's requests: one entry per chunk (at most ENQUEUE_CHUNK), not per request, to keep the leader's heap small. */
 interface Entry {
   readonly at: number;
   readonly queue: string;
-  readonly request: ExecutionRequest;
+  readonly requests: readonly ExecutionRequest[];
 }
 
 /** The requests enqueued within the window, oldest first. */
 export class RecentEnqueues {
   private entries: Entry[] = [];
   private head = 0;
+  private count = 0;
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  /** Called after an addBulk to `queue` succeeded. */
+  /** Called after an addBulk of `requests` to `queue` succeeded; keeps a reference to the array. */
   record(queue: string, requests: readonly ExecutionRequest[]): void {
     const at = this.now();
-    for (const request of requests) this.entries.push({ at, queue, request });
+    this.entries.push({ at, queue, requests });
+    this.count += requests.length;
     this.prune(at);
   }
 
@@ -54,20 +57,24 @@ export class RecentEnqueues {
     this.prune(this.now());
     const out = new Map<string, ExecutionRequest[]>();
     for (let i = this.head; i < this.entries.length; i += 1) {
-      const { queue, request } = this.entries[i];
+      const { queue, requests } = this.entries[i];
       const list = out.get(queue);
-      if (list) list.push(request);
-      else out.set(queue, [request]);
+      if (list) list.push(...requests);
+      else out.set(queue, [...requests]);
     }
     return out;
   }
 
+  /** Requests remembered. */
   get size(): number {
-    return this.entries.length - this.head;
+    return this.count;
   }
 
   private prune(now: number): void {
-    while (this.head < this.entries.length && (this.entries[this.head].at < now - RECONCILE_WINDOW_MS || this.size > MAX_REMEMBERED)) this.head += 1;
+    while (this.head < this.entries.length && (this.entries[this.head].at < now - RECONCILE_WINDOW_MS || this.count > MAX_REMEMBERED)) {
+      this.count -= this.entries[this.head].requests.length;
+      this.head += 1;
+    }
     // Compact once the dropped head is the larger part: amortised O(1) per entry.
     if (this.head > 1_024 && this.head * 2 > this.entries.length) {
       this.entries = this.entries.slice(this.head);

@@ -11,7 +11,8 @@ import { findOrphanedQueues } from '../../src/leader/failover';
 import { createRedisClient } from '../../src/shared/redis/redis-connection';
 import type { RedisTarget } from '../../src/shared/redis/redis-target';
 import { namespaceKeyPrefix, queuePrefix } from '../../src/shared/registry/queue-names';
-import { ProcessCluster, type ExecLine } from '../helpers/process-cluster';
+import { cliExitCode, killCliRuns, runCli } from '../helpers/cli-process';
+import { ProcessCluster, redisTargetEnv, type ExecLine } from '../helpers/process-cluster';
 import { closeServices, startRedisCluster, startZooKeeper, waitFor } from '../helpers/services';
 import { uniqueNamespace } from '../helpers/zk';
 
@@ -31,6 +32,7 @@ beforeAll(async () => {
 afterAll(closeServices);
 afterEach(async () => {
   await cluster?.close();
+  await killCliRuns();
 });
 
 it('a job every second on 3 workers runs every item; kill -9 a worker: its items fail over; nothing doubled', async () => {
@@ -104,4 +106,10 @@ it("finds the queues of dead instances on the node owning the namespace's slot",
     await Promise.all(queues.map((q) => q.obliterate({ force: true }).then(() => q.close())));
     client.disconnect();
   }
+});
+
+it('shardcron ping reaches the Cluster through its seed nodes', async () => {
+  const r = runCli(['ping'], { SHARDCRON_ZK: zk.connectionString, ...redisTargetEnv(target) });
+  expect(await cliExitCode(r, 20_000)).toBe(0);
+  expect(r.stdout.join('\n')).toMatch(new RegExp(`^redis Redis Cluster ${redis.seedList}: ok \\(\\d+ ms\\)$`, 'm'));
 });

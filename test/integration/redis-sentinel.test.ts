@@ -9,7 +9,8 @@ import type { RedisSentinelGroup } from '../../src/dev/redis-sentinel';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import type { RedisTarget } from '../../src/shared/redis/redis-target';
 import { redisCommand } from '../../src/dev/redis-command';
-import { ProcessCluster } from '../helpers/process-cluster';
+import { cliExitCode, killCliRuns, runCli } from '../helpers/cli-process';
+import { ProcessCluster, redisTargetEnv } from '../helpers/process-cluster';
 import { closeServices, startRedisSentinels, startZooKeeper, waitFor } from '../helpers/services';
 
 jest.setTimeout(120_000);
@@ -27,13 +28,23 @@ beforeAll(async () => {
   [zk, group] = await Promise.all([startZooKeeper(), startRedisSentinels()]);
 });
 afterAll(closeServices);
+
+/** The URL's host is not used with Sentinels: they name the primary. */
+const sentinelTarget = (): RedisTarget => ({ url: `redis://${group.name}`, sentinel: { sentinels: group.sentinelAddresses, name: group.name } });
 afterEach(async () => {
   await cluster?.close();
+  await killCliRuns();
+});
+
+it('shardcron ping reaches the primary through the Sentinels', async () => {
+  const target = sentinelTarget();
+  const r = runCli(['ping'], { SHARDCRON_ZK: zk.connectionString, ...redisTargetEnv(target) });
+  expect(await cliExitCode(r, 20_000)).toBe(0);
+  expect(r.stdout.join('\n')).toMatch(new RegExp(`^redis Sentinel primary ${group.name} via ${group.sentinelList}: ok \\(\\d+ ms\\)$`, 'm'));
 });
 
 it('kill -9 the Redis primary: the replica is promoted, every node goes on, no fire after it is missed, none doubled', async () => {
-  // The URL's host is not used with Sentinels: they name the primary.
-  const target: RedisTarget = { url: `redis://${group.name}`, sentinel: { sentinels: group.sentinelAddresses, name: group.name } };
+  const target = sentinelTarget();
   const c = (cluster = new ProcessCluster({ zk: zk.connectionString, redisUrl: target.url, redis: target, sessionTimeoutMs: 4_000 }));
   await Promise.all([...WORKERS.map((w) => c.start(w, 'worker', [JOB])), c.start('leader', 'scheduler', [])]);
   const complete = () => c.incompleteFires(JOB.name, 3, Date.now() - 3_000, Date.now() - 1_500).length === 0 && c.starts(JOB.name).length >= 9;
@@ -84,7 +95,7 @@ it('a failover that loses acknowledged writes: the leader enqueues the lost requ
   // The previous test left the first primary dead: bring it back (the Sentinels make it a replica).
   await Promise.all(group.servers.filter((s) => !s.running).map((s) => s.restart()));
   await group.waitUntilHealthy(30_000);
-  const target: RedisTarget = { url: `redis://${group.name}`, sentinel: { sentinels: group.sentinelAddresses, name: group.name } };
+  const target = sentinelTarget();
   const c = (cluster = new ProcessCluster({ zk: zk.connectionString, redisUrl: target.url, redis: target, sessionTimeoutMs: 4_000 }));
   await Promise.all([...WORKERS.map((w) => c.start(w, 'worker', [JOB])), c.start('leader', 'scheduler', [])]);
   await waitFor(() => c.starts(JOB.name).length >= 9, { timeoutMs: 30_000, message: 'fires running before the cut' });
