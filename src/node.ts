@@ -1,5 +1,6 @@
-import type { Redis } from 'ioredis';
-import { createRedisConnection } from './shared/redis-connection';
+import { createRedisClient } from './shared/redis/redis-connection';
+import { redisTarget, type RedisTarget } from './shared/redis/redis-target';
+import { queuePrefix } from './shared/registry/queue-names';
 import { LeaderService } from './leader/leader-service';
 import { loadEnvConfig, type Role, type ShardcronEnvConfig } from './shared/config/env-config';
 import type { ResolvedJobDefinition } from './shared/config/job-definition';
@@ -20,7 +21,10 @@ export interface StartNodeOptions {
   zkSessionTimeoutMs?: number;
   zkDigest?: { user: string; password: string };
   namespace?: string;
+  /** Replaces SHARDCRON_REDIS_URL; SHARDCRON_REDIS_CLUSTER_NODES or SHARDCRON_REDIS_SENTINELS still apply. */
   redisUrl?: string;
+  /** The whole Redis target (URL, Cluster nodes or Sentinels); wins over `redisUrl` and the environment. */
+  redis?: RedisTarget;
   instanceId?: string;
   /** The IP this instance registers under (default: first non-internal IPv4). */
   ip?: string;
@@ -81,7 +85,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
       logger: log,
     }).start();
     cleanups.push(() => zk.close());
-    const redisUrl = options.redisUrl ?? env.redisUrl;
+    const redis = options.redis ?? { ...redisTarget(env), url: options.redisUrl ?? env.redisUrl };
 
     let worker: WorkerService | undefined;
     if (roles.includes('worker')) {
@@ -90,7 +94,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
       if (jobs.length === 0) log.warn('worker role without jobs: this node will run nothing');
       worker = new WorkerService({
         zk,
-        redisUrl,
+        redis,
         namespace,
         instanceId,
         ip,
@@ -107,9 +111,9 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
 
     let leader: LeaderService | undefined;
     if (roles.includes('scheduler')) {
-      const redis: Redis = createRedisConnection(redisUrl);
-      cleanups.push(() => redis.quit());
-      leader = new LeaderService({ zk, redis, instanceId, logger: log });
+      const connection = createRedisClient(redis, { logger: log, name: 'leader' });
+      cleanups.push(() => connection.quit());
+      leader = new LeaderService({ zk, redis: connection, queuePrefix: queuePrefix(namespace, redis), instanceId, logger: log });
       cleanups.push(() => leader!.close());
       await leader.start();
     }

@@ -1,5 +1,5 @@
 /**
- * `shardcron dev [--workers N] [--no-install]`: a local cluster on this machine.
+ * `shardcron dev [--workers N] [--no-install] [--ha]`: a local cluster on this machine.
  *
  * Two processes: this one, in the terminal's foreground, and a supervisor it starts in a process
  * group of its own, which starts the servers and the nodes. Ctrl-C sends SIGINT to the whole
@@ -20,7 +20,7 @@ import type { CliIo } from './io';
 export async function runDev(args: readonly string[], io: CliIo): Promise<ExitCode> {
   const options = parseDevArgs(args);
   if ('error' in options) {
-    io.err(`shardcron dev: ${options.error}\nUsage: shardcron dev [--workers N] [--no-install]`);
+    io.err(`shardcron dev: ${options.error}\nUsage: shardcron dev [--workers N] [--no-install] [--ha]`);
     return ExitCode.USAGE;
   }
   if (options.launchedAt !== undefined) return runDevSupervisor({ ...options, launchedAt: options.launchedAt }, io);

@@ -10,17 +10,19 @@ export const MAX_WORKERS = 16;
 export interface DevOptions {
   workers: number;
   noInstall: boolean;
+  /** `--ha`: a ZooKeeper ensemble of 3 and a Sentinel-managed Redis (primary, replica, 3 Sentinels), all started here. */
+  ha: boolean;
   /** Set (to the launch time, epoch ms) in the supervisor process only; internal. */
   launchedAt?: number;
 }
 
 /** Parses dev's arguments; returns an error message for bad usage. Pure. */
 export function parseDevArgs(args: readonly string[]): DevOptions | { error: string } {
-  let values: { workers?: string; 'no-install'?: boolean; supervised?: string };
+  let values: { workers?: string; 'no-install'?: boolean; ha?: boolean; supervised?: string };
   try {
     ({ values } = parseArgs({
       args: [...args],
-      options: { workers: { type: 'string', short: 'w' }, 'no-install': { type: 'boolean' }, supervised: { type: 'string' } },
+      options: { workers: { type: 'string', short: 'w' }, 'no-install': { type: 'boolean' }, ha: { type: 'boolean' }, supervised: { type: 'string' } },
       strict: true,
       allowPositionals: false,
     }));
@@ -35,6 +37,7 @@ export function parseDevArgs(args: readonly string[]): DevOptions | { error: str
   return {
     workers,
     noInstall: values['no-install'] === true,
+    ha: values.ha === true,
     ...(launchedAt !== undefined && Number.isFinite(launchedAt) && { launchedAt }),
   };
 }

@@ -37,6 +37,12 @@ export interface DevServices {
   readonly redis: DevServer;
   /** True when ZooKeeper was started here (its namespaces are all ours). */
   readonly local: boolean;
+  /** The SHARDCRON_* variables that point the nodes at these servers. */
+  readonly nodeEnv: Readonly<Record<string, string>>;
+  /** Where each server runs, as printed before the log (one or more lines each). */
+  describe(): string[];
+  /** A data dir started here and removed on stop, to show. */
+  readonly dataDir?: string;
   /** Stops the servers started here (SIGTERM, then SIGKILL) and removes their data; idempotent. */
   close(): Promise<void>;
   /** Kills them at once (SIGKILL) and removes their data. */
@@ -69,8 +75,14 @@ async function preferredPort(host: string | undefined, port: number | undefined)
   return (await canBind(port)) ? port : 0;
 }
 
+/** One line about a server: where it is, and whether it was started here. */
+export function describeServer(name: string, server: DevServer, extra: string): string {
+  const how = server.startedHere ? `started here, pid ${server.pid}${extra}` : 'already running; used as is';
+  return `  ${name.padEnd(10)} ${server.address}  (${how})`;
+}
+
 /** Lines the local servers log at warn and above (e.g. "zookeeper exited with code 1") go to `print`. */
-function serverLogger(print: (line: string) => void): Logger {
+export function serverLogger(print: (line: string) => void): Logger {
   return pino({ level: 'warn' }, {
     write(line: string) {
       let text = line.trim();
@@ -124,14 +136,19 @@ export async function ensureDevServices(options: EnsureDevServicesOptions): Prom
   const zkServer = zk.status === 'fulfilled' ? zk.value : undefined;
   const redisServer = redis.status === 'fulfilled' ? redis.value : undefined;
   let closing: Promise<void> | undefined;
+  const zookeeper: DevServer = zkServer
+    ? { address: zkServer.connectionString, connect: zkServer.connectionString, startedHere: true, pid: zkServer.pid, port: zkServer.port }
+    : { address: config.zk.connectionString, connect: config.zk.connectionString, startedHere: false };
+  const redisInUse: DevServer = redisServer
+    ? { address: redisServer.url, connect: redisServer.url, startedHere: true, pid: redisServer.pid, port: redisServer.port }
+    : { address: redactRedisUrl(config.redisUrl), connect: config.redisUrl, startedHere: false };
   return {
-    zookeeper: zkServer
-      ? { address: zkServer.connectionString, connect: zkServer.connectionString, startedHere: true, pid: zkServer.pid, port: zkServer.port }
-      : { address: config.zk.connectionString, connect: config.zk.connectionString, startedHere: false },
-    redis: redisServer
-      ? { address: redisServer.url, connect: redisServer.url, startedHere: true, pid: redisServer.pid, port: redisServer.port }
-      : { address: redactRedisUrl(config.redisUrl), connect: config.redisUrl, startedHere: false },
+    zookeeper,
+    redis: redisInUse,
     local: zkServer !== undefined,
+    nodeEnv: { SHARDCRON_ZK: zookeeper.connect, SHARDCRON_REDIS_URL: redisInUse.connect },
+    describe: () => [describeServer('zookeeper', zookeeper, `, tick ${DEV_ZK_TICK_MS} ms`), describeServer('redis', redisInUse, '')],
+    ...(zkServer && { dataDir: options.tempDir }),
     close: () => (closing ??= Promise.allSettled(started.map((s) => s.close())).then(() => undefined)),
     kill: async () => {
       await Promise.allSettled(started.map((s) => s.kill()));
@@ -141,7 +158,7 @@ export async function ensureDevServices(options: EnsureDevServicesOptions): Prom
 }
 
 /** Installs what `needed` lacks, or prints why not and throws {@link DevAbort}. */
-async function ensureInstalled(needed: { zookeeper: boolean; redis: boolean }, options: EnsureDevServicesOptions): Promise<void> {
+export async function ensureInstalled(needed: { zookeeper: boolean; redis: boolean }, options: EnsureDevServicesOptions): Promise<void> {
   const { env, print } = options;
   const missing = findMissingServers(needed, env);
   if (missing.length === 0) return;

@@ -11,7 +11,8 @@ import { ShardcronError } from '../shared/errors';
 import { DevCluster } from './dev-cluster';
 import type { DevOptions } from './dev-options';
 import { clockTime, DevLogRenderer } from './dev-log';
-import { DEV_ZK_TICK_MS, DevAbort, ensureDevServices, type DevServer, type DevServices } from './dev-services';
+import { startHaServices } from './dev-ha-services';
+import { DevAbort, ensureDevServices, type DevServices } from './dev-services';
 import { ExitCode } from './exit-codes';
 import type { CliIo } from './io';
 import { PACKAGE_ROOT, SHARDCRON_BIN } from './package-root';
@@ -36,11 +37,6 @@ function watchSignals(onSecond: () => void): { received: () => boolean; first: P
   process.on('SIGINT', handler);
   process.on('SIGTERM', handler);
   return { received: () => count > 0, first };
-}
-
-function describeServer(name: string, server: DevServer, extra: string): string {
-  const how = server.startedHere ? `started here, pid ${server.pid}${extra}` : 'already running; used as is';
-  return `  ${name.padEnd(10)} ${server.address}  (${how})`;
 }
 
 /** Runs the supervisor until a stop signal; resolves with the exit code. */
@@ -71,17 +67,22 @@ export async function runDevSupervisor(options: Required<DevOptions>, io: CliIo)
 
   try {
     print(`shardcron dev: a local cluster with 1 scheduler and ${options.workers} worker${options.workers > 1 ? 's' : ''} (supervisor pid ${process.pid})`);
-    print('Looking for ZooKeeper and Redis...');
-    services = await ensureDevServices({ config, env: io.env, noInstall: options.noInstall, tempDir: temp.root, print });
+    const serviceOptions = { config, env: io.env, noInstall: options.noInstall, tempDir: temp.root, print };
+    if (options.ha) {
+      print('Starting a ZooKeeper ensemble of 3 and a Redis primary, replica and 3 Sentinels (--ha)...');
+      services = await startHaServices(serviceOptions);
+    } else {
+      print('Looking for ZooKeeper and Redis...');
+      services = await ensureDevServices(serviceOptions);
+    }
     if (signals.received()) return await stopAll(print, services, cluster, temp.remove);
     const namespace = io.env.SHARDCRON_NAMESPACE ? config.namespace : services.local ? 'dev' : `dev-${Date.now().toString(36)}`;
     const jobsPath = path.relative(process.cwd(), EXAMPLE_JOBS) || EXAMPLE_JOBS;
-    print(describeServer('zookeeper', services.zookeeper, `, tick ${DEV_ZK_TICK_MS} ms`));
-    print(describeServer('redis', services.redis, ''));
+    services.describe().forEach(print);
     print(`  ${'namespace'.padEnd(10)} ${namespace}  (ZooKeeper /${namespace}; Redis BullMQ queues shardcron:${namespace}.*)`);
     print(`  ${'jobs'.padEnd(10)} ${jobsPath}: ${jobNames.join(', ')}  (docs/examples.md)`);
     print(`  ${'console'.padEnd(10)} not available yet`);
-    if (services.zookeeper.startedHere) print(`  ${'data'.padEnd(10)} ${temp.root}  (removed on stop)`);
+    if (services.dataDir) print(`  ${'data'.padEnd(10)} ${services.dataDir}  (removed on stop)`);
 
     const renderer = new DevLogRenderer({ launchedAt: options.launchedAt, jobNames });
     cluster = new DevCluster({
@@ -93,8 +94,7 @@ export async function runDevSupervisor(options: Required<DevOptions>, io: CliIo)
       },
     });
     const common = {
-      SHARDCRON_ZK: services.zookeeper.connect,
-      SHARDCRON_REDIS_URL: services.redis.connect,
+      ...services.nodeEnv,
       SHARDCRON_NAMESPACE: namespace,
       SHARDCRON_ZK_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
       SHARDCRON_SHUTDOWN_GRACE_MS: String(NODE_GRACE_MS),

@@ -3,7 +3,8 @@ import { loadEnvConfig, type ShardcronEnvConfig } from '../shared/config/env-con
 import { ConfigError } from '../shared/errors';
 import { ExitCode } from './exit-codes';
 import type { CliIo } from './io';
-import { probeRedis, probeZooKeeper, redactRedisUrl, type ProbeResult } from './service-probe';
+import { describeRedisTarget, redisTarget } from '../shared/redis/redis-target';
+import { probeRedisTarget, probeZooKeeper, type ProbeResult } from './service-probe';
 
 function describe(result: ProbeResult): string {
   return result.ok ? `ok (${result.ms} ms)` : `FAILED: ${result.reason}`;
@@ -22,10 +23,10 @@ export async function runPing(io: CliIo): Promise<ExitCode> {
   const timeoutMs = config.zk.connectTimeoutMs;
   const [zk, redis] = await Promise.all([
     probeZooKeeper({ connectionString: config.zk.connectionString, namespace: config.namespace, timeoutMs, digest: config.zk.digest, servers: config.zk.servers }),
-    probeRedis(config.redisUrl, timeoutMs),
+    probeRedisTarget(redisTarget(config), timeoutMs),
   ]);
   const report = (name: string, result: ProbeResult) => (result.ok ? io.out : io.err)(`${name}: ${describe(result)}`);
   report(`zookeeper ${config.zk.connectionString}`, zk);
-  report(`redis ${redactRedisUrl(config.redisUrl)}`, redis);
+  report(`redis ${describeRedisTarget(redisTarget(config))}`, redis);
   return zk.ok && redis.ok ? ExitCode.OK : ExitCode.FAILURE;
 }

@@ -7,6 +7,8 @@ import net from 'node:net';
 import IORedis from 'ioredis';
 import * as zookeeper from 'node-zookeeper-client';
 import type { ZkServer } from '../shared/config/env-config';
+import { createRedisClient } from '../shared/redis/redis-connection';
+import { redactRedisUrl, redisTopology, type RedisTarget } from '../shared/redis/redis-target';
 
 /** What a probe found. `ms` is how long the answer took. */
 export type ProbeResult = { ok: true; ms: number } | { ok: false; reason: string };
@@ -18,16 +20,7 @@ function withDeadline<T>(work: Promise<T>, ms: number, onTimeout: () => T | Prom
   return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
 }
 
-/** A Redis URL fit for printing: the password, if any, replaced by `***`. */
-export function redactRedisUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return '(unparsable URL)';
-  }
-}
+export { redactRedisUrl };
 
 /** True when something accepts TCP connections at host:port within `timeoutMs`. */
 export function isListening(host: string, port: number, timeoutMs = 500): Promise<boolean> {
@@ -102,6 +95,24 @@ export function probeRedis(url: string, timeoutMs: number): Promise<ProbeResult>
       return { ok: false, reason: lastError?.message ?? ((err as Error).message || String(err)) };
     }
   })();
+  const timedOut = (): ProbeResult => ({ ok: false, reason: `no answer within ${timeoutMs} ms${lastError ? ` (${lastError.message})` : ''}` });
+  return withDeadline(work, timeoutMs, timedOut).finally(() => client.disconnect());
+}
+
+/**
+ * Like {@link probeRedis}, for any target: through the Sentinels to the primary they name, or to the
+ * nodes of a Cluster (which answers PING once its slots are known).
+ */
+export function probeRedisTarget(target: RedisTarget, timeoutMs: number): Promise<ProbeResult> {
+  if (redisTopology(target) === 'standalone') return probeRedis(target.url, timeoutMs);
+  const started = Date.now();
+  const client = createRedisClient(target);
+  let lastError: Error | undefined;
+  client.on('error', (err: Error) => (lastError = err));
+  const work = client.ping().then(
+    (reply): ProbeResult => (reply === 'PONG' ? { ok: true, ms: Date.now() - started } : { ok: false, reason: `PING answered ${JSON.stringify(reply)}` }),
+    (err: Error): ProbeResult => ({ ok: false, reason: err.message }),
+  );
   const timedOut = (): ProbeResult => ({ ok: false, reason: `no answer within ${timeoutMs} ms${lastError ? ` (${lastError.message})` : ''}` });
   return withDeadline(work, timeoutMs, timedOut).finally(() => client.disconnect());
 }

@@ -1,5 +1,8 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 import { silentLogger, type Logger } from '../shared/logger';
+import type { RedisNode } from '../shared/redis/redis-target';
 import { LocalServer } from './local-server';
 import { ChildService, findExecutable, makeTempDir, tcpExchange } from './child-service';
 import { getFreePort, LOOPBACK } from './free-port';
@@ -32,6 +35,16 @@ export interface RedisServerOptions {
   startTimeoutMs?: number;
   /** Environment read by {@link findRedisServer}; default `process.env`. */
   env?: NodeJS.ProcessEnv;
+  /** More arguments after the defaults, e.g. `['--replicaof', '127.0.0.1', '6380']` or `['--cluster-enabled', 'yes']`. */
+  args?: readonly string[];
+  /**
+   * Lines of a config file written to the server's temp dir and passed first (`redis-server FILE ...`);
+   * Sentinel needs one it can rewrite. `sentinel: true` runs `--sentinel`.
+   */
+  config?: readonly string[];
+  sentinel?: boolean;
+  /** Names the server in logs and errors (default `redis`). */
+  name?: string;
 }
 
 /** True once the server answers PING with PONG (not `-LOADING`, not a refused connection). */
@@ -55,11 +68,17 @@ export class RedisServer extends LocalServer {
     const port = options.port || (await getFreePort());
     const temp = makeTempDir('shardcron-redis-');
     const logger = (options.logger ?? silentLogger).child({ component: 'redis-server', port });
+    const configFile = path.join(temp.root, 'redis.conf');
+    if (options.config) fs.writeFileSync(configFile, `${options.config.join('\n')}\n`);
+    const persistence = options.sentinel ? [] : ['--save', '', '--appendonly', 'no'];
     const child = new ChildService({
-      name: 'redis', command: executable, port, logger, cwd: temp.root,
+      name: options.name ?? 'redis', command: executable, port, logger, cwd: temp.root,
       args: [
-        '--port', String(port), '--bind', LOOPBACK, '--save', '', '--appendonly', 'no',
+        ...(options.config ? [configFile] : []),
+        ...(options.sentinel ? ['--sentinel'] : []),
+        '--port', String(port), '--bind', LOOPBACK, ...persistence,
         '--dir', temp.root, '--daemonize', 'no', '--loglevel', 'warning', '--logfile', '',
+        ...(options.args ?? []),
       ],
       isReady: () => answersPing(port),
       startTimeoutMs: options.startTimeoutMs ?? 15_000,
@@ -70,4 +89,7 @@ export class RedisServer extends LocalServer {
 
   /** `redis://127.0.0.1:PORT`, for ioredis and BullMQ. */
   get url(): string { return `redis://${LOOPBACK}:${this.port}`; }
+
+  /** `{ host: '127.0.0.1', port }`, for a Sentinel or Cluster node list. */
+  get address(): RedisNode { return { host: LOOPBACK, port: this.port }; }
 }

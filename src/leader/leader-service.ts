@@ -6,8 +6,8 @@
  * Everything it knows comes from watch-backed caches, so the fire path is one fenced ZooKeeper
  * multi per tick (all jobs due together) followed by one addBulk per queue.
  */
-import type { Redis } from 'ioredis';
 import type { JobConfig } from '../shared/config/job-config';
+import type { RedisClient } from '../shared/redis/redis-connection';
 import { silentLogger, type Logger } from '../shared/logger';
 import type { ExecutionSource } from '../shared/registry/execution-request';
 import { TypedEmitter } from '../shared/typed-emitter';
@@ -21,6 +21,7 @@ import { JobRegistry } from './job-registry';
 import { LeaderElection } from './leader-election';
 import { QueueMoves } from './queue-moves';
 import { QueuePool } from './queue-pool';
+import { RedisReconcile, type ReconcileResult } from './redis-reconcile';
 import { ScheduleCache } from './schedule-cache';
 import { Takeover } from './takeover';
 import { TaskChain } from './task-chain';
@@ -30,8 +31,10 @@ export { MAX_DISPATCH_LEAD_MS } from './dispatch-lead';
 
 export interface LeaderServiceOptions {
   zk: ZkClient;
-  /** Redis connection the queues share (BullMQ wants `maxRetriesPerRequest: null`). */
-  redis: Redis;
+  /** Redis connection the queues share (createRedisClient: BullMQ wants `maxRetriesPerRequest: null`). */
+  redis: RedisClient;
+  /** BullMQ prefix of the namespace's queues (queuePrefix in queue-names.ts); default `shardcron`. */
+  queuePrefix?: string;
   instanceId: string;
   logger?: Logger;
   clock?: Clock;
@@ -59,6 +62,8 @@ export interface LeaderServiceEvents {
   'item:missed': MissedItem;
   /** A manual trigger was dispatched (or refused: `items` 0 and a `refused` reason). */
   'trigger:dispatched': { job: string; requestId: string; fireTime: number; items: number; refused?: string };
+  /** The Redis connection was ready again after a loss; requests Redis had lost were enqueued again (redis-reconcile.ts). */
+  'redis:reconciled': ReconcileResult;
 }
 
 /** The scheduler role of one process. */
@@ -75,6 +80,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   private readonly takeover: Takeover;
   private readonly fires: FireLoop;
   private readonly triggers: TriggerDispatcher;
+  private readonly reconcile: RedisReconcile;
   private readonly schedules = new ScheduleCache();
   private timer: FireTimer | undefined;
   /** Counts changes of leadership: work of an earlier one is left to the next leader. */
@@ -87,7 +93,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.log = log;
     this.clock = options.clock ?? systemClock;
     this.lead = new DispatchLead(options.dispatchLeadMs);
-    this.queues = new QueuePool(options.redis);
+    this.queues = new QueuePool(options.redis, options.queuePrefix);
     this.chain = new TaskChain(this.clock, log);
     const dispatcher = (this.dispatcher = new FireDispatcher(options.zk, this.queues, log));
     this.election = new LeaderElection(options.zk, options.instanceId, log);
@@ -166,6 +172,14 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       clock: this.clock,
       onDispatched: (event) => this.emit('trigger:dispatched', event),
     });
+    this.reconcile = new RedisReconcile({
+      queues: this.queues,
+      chain: this.chain,
+      isLeader,
+      liveQueues: () => new Set([...this.registry.jobs.values()].flatMap((state) => state.view.liveInstances().filter((i) => i.info.state === 'ready').map((i) => i.info.queue))),
+      log,
+      onReconciled: (result) => this.emit('redis:reconciled', result),
+    });
   }
 
   get isLeader(): boolean {
@@ -179,6 +193,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       this.emit('leader:lost', { epoch, reason });
     });
     this.election.on('leader:resumed', () => this.fires.catchUp());
+    this.reconcile.start();
     await this.election.start();
     return this;
   }
@@ -241,6 +256,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   }
 
   private async doClose(): Promise<void> {
+    this.reconcile.close();
     await this.election.close();
     if (this.chain.waiting > 0) this.log.info({ fires: this.chain.waiting }, 'closing before prepared fires were due; the next leader replays their ledgers');
     this.chain.cancelWaiting();

@@ -1,8 +1,9 @@
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { executionJobId, type ExecutionRequest } from '../shared/registry/execution-request';
 import { forEachLimited } from '../shared/concurrency';
+import type { RedisClient } from '../shared/redis/redis-connection';
 import { QUEUE_PREFIX } from '../shared/registry/queue-names';
+import { RecentEnqueues } from './redis-reconcile';
 
 /**
  * How long completed requests stay in Redis. A new leader replays the last ledgered fire of each
@@ -22,13 +23,19 @@ const JOB_OPTIONS = { removeOnComplete: { age: Math.ceil(REQUEST_RETENTION_MS / 
 /** One BullMQ Queue object per instance queue, over one shared Redis connection. */
 export class QueuePool {
   private readonly queues = new Map<string, Queue>();
+  /** What was enqueued lately, for {@link RedisReconcile} (redis-reconcile.ts). */
+  readonly recent = new RecentEnqueues();
 
-  constructor(private readonly connection: Redis) {}
+  /** `prefix`: BullMQ's key prefix of the namespace's queues (queuePrefix in queue-names.ts). */
+  constructor(
+    readonly connection: RedisClient,
+    readonly prefix: string = QUEUE_PREFIX,
+  ) {}
 
   get(name: string): Queue {
     let queue = this.queues.get(name);
     if (!queue) {
-      queue = new Queue(name, { connection: this.connection, prefix: QUEUE_PREFIX });
+      queue = new Queue(name, { connection: this.connection, prefix: this.prefix });
       this.queues.set(name, queue);
     }
     return queue;
@@ -47,9 +54,10 @@ export class QueuePool {
       const queue = this.get(name);
       for (let i = 0; i < requests.length; i += ENQUEUE_CHUNK) chunks.push({ queue, requests: requests.slice(i, i + ENQUEUE_CHUNK) });
     }
-    await forEachLimited(chunks, CHUNKS_IN_FLIGHT, ({ queue, requests }) =>
-      queue.addBulk(requests.map((request) => ({ name: request.job, data: request, opts: { jobId: executionJobId(request), ...JOB_OPTIONS } }))),
-    );
+    await forEachLimited(chunks, CHUNKS_IN_FLIGHT, async ({ queue, requests }) => {
+      await queue.addBulk(requests.map((request) => ({ name: request.job, data: request, opts: { jobId: executionJobId(request), ...JOB_OPTIONS } })));
+      this.recent.record(queue.name, requests);
+    });
   }
 
   async close(): Promise<void> {

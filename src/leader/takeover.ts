@@ -3,8 +3,8 @@
  * ledger and replay it (duplicates are dropped by job id), finish the failover intents a previous
  * leader left, and sweep the queues of instances that died while no leader watched.
  */
-import type { Redis } from 'ioredis';
 import type { Logger } from '../shared/logger';
+import type { RedisClient } from '../shared/redis/redis-connection';
 import type { ExecutionRequest } from '../shared/registry/execution-request';
 import { fireLedgerCodec, type FireLedger } from '../shared/registry/fire-ledger';
 import { registryPaths } from '../shared/registry/registry-paths';
@@ -20,7 +20,7 @@ import type { TaskChain } from './task-chain';
 /** What a takeover works with. */
 export interface TakeoverDeps {
   zk: ZkClient;
-  redis: Redis;
+  redis: RedisClient;
   log: Logger;
   clock: Clock;
   queues: QueuePool;
@@ -57,7 +57,7 @@ export class Takeover {
   async sweepOrphanedQueues(): Promise<void> {
     const live = new Set<string>();
     for (const state of this.deps.jobs.values()) for (const i of state.view.liveInstances()) live.add(i.info.queue);
-    const orphans = await findOrphanedQueues(this.deps.redis, this.deps.zk.options.namespace, live);
+    const orphans = await findOrphanedQueues(this.deps.redis, this.deps.queues.prefix, this.deps.zk.options.namespace, live);
     for (const { from, queue } of orphans) this.deps.moves.schedule(from, queue, 'lost');
   }
 

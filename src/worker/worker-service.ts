@@ -1,15 +1,15 @@
 import { setMaxListeners } from 'node:events';
 import { DelayedError, WaitingError, Worker, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { Semaphore } from '../shared/concurrency';
-import { createRedisConnection } from '../shared/redis-connection';
+import { createRedisClient, type RedisClient } from '../shared/redis/redis-connection';
+import type { RedisTarget } from '../shared/redis/redis-target';
 import { ConfigError, ErrorCodes, ShardcronError, type FieldIssue } from '../shared/errors';
 import { WORKER_BOUNDS } from '../shared/config/env-config';
 import { executionRequestSchema } from '../shared/registry/execution-request';
 import { jobConfigCodec, type JobConfig } from '../shared/config/job-config';
 import type { ResolvedJobDefinition } from '../shared/config/job-definition';
 import { silentLogger, type Logger } from '../shared/logger';
-import { QUEUE_PREFIX } from '../shared/registry/queue-names';
+import { queuePrefix } from '../shared/registry/queue-names';
 import { registryPaths } from '../shared/registry/registry-paths';
 import { TypedEmitter } from '../shared/typed-emitter';
 import { NodeCache, type ZkClient } from '../shared/zk';
@@ -48,7 +48,8 @@ function isTransientZkError(err: unknown): boolean {
 
 export interface WorkerServiceOptions {
   zk: ZkClient;
-  redisUrl: string;
+  /** The namespace's Redis (redisTarget in redis-target.ts); its kind also decides the queues' key prefix. */
+  redis: RedisTarget;
   namespace: string;
   instanceId: string;
   ip: string;
@@ -103,7 +104,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private readonly definitions: ReadonlyMap<string, ResolvedJobDefinition>;
   private readonly configCaches = new Map<string, NodeCache<JobConfig>>();
   private readonly unsubscribe: Array<() => void> = [];
-  private connection: Redis | undefined;
+  private connection: RedisClient | undefined;
   private consumers: Worker[] = [];
   private abortAll = WorkerService.stopController();
   private closing: Promise<void> | undefined;
@@ -169,7 +170,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       });
       this.configCaches.set(job.name, cache);
     }
-    this.connection = createRedisConnection(this.options.redisUrl);
+    this.connection = createRedisClient(this.options.redis, { logger: this.log, name: 'worker' });
     this.unsubscribe.push(
       zk.on('suspended', () => void this.pauseConsumers()),
       zk.on('reconnected', () => !this.fencedOut && this.resumeConsumers()),
@@ -249,7 +250,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     for (let i = 0; i < count; i += 1) {
       const consumer = new Worker(incarnation.queue, (job, token) => this.process(job, token), {
         connection: this.connection!,
-        prefix: QUEUE_PREFIX,
+        prefix: queuePrefix(this.options.namespace, this.options.redis),
         concurrency: WorkerService.share(this.takenNow(), count, i),
       });
       consumer.on('error', (err) => this.log.warn({ err }, 'queue consumer error'));

@@ -6,11 +6,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { ExecutionEvent } from '../../src/worker/item-executor';
+import type { RedisTarget } from '../../src/shared/redis/redis-target';
 import { waitFor } from './services';
 import { uniqueNamespace } from './zk';
 
 export interface ProcessLine {
-  kind: 'exec' | 'leader' | 'fire' | 'failover' | 'missed' | 'ready';
+  kind: 'exec' | 'leader' | 'fire' | 'failover' | 'missed' | 'ready' | 'reconciled' | 'registered' | 'zk';
   pid: number;
   [key: string]: unknown;
 }
@@ -48,7 +49,8 @@ export class ProcessCluster {
     return this.members.get(name);
   }
 
-  constructor(private readonly base: { zk: string; redisUrl: string; sessionTimeoutMs?: number }) {}
+  /** `redis`, when given, replaces `redisUrl` with a whole target (a Sentinel group, a Cluster). */
+  constructor(private readonly base: { zk: string; redisUrl: string; sessionTimeoutMs?: number; redis?: RedisTarget }) {}
 
   /** Starts a node process named `name` (its instance id) and waits until it reports ready. */
   async start(name: string, roles: string, jobs: JobSpec[], extraEnv: Record<string, string> = {}): Promise<void> {
@@ -58,6 +60,7 @@ export class ProcessCluster {
         PATH: process.env.PATH,
         SHARDCRON_ZK: this.base.zk,
         SHARDCRON_REDIS_URL: this.base.redisUrl,
+        ...(this.base.redis && redisTargetEnv(this.base.redis)),
         SHARDCRON_NAMESPACE: this.namespace,
         SHARDCRON_INSTANCE_ID: name,
         SHARDCRON_ROLES: roles,
@@ -125,6 +128,32 @@ export class ProcessCluster {
     return this.execs(job).filter((l) => l.event === 'start');
   }
 
+  /** (fire, item) pairs of `job` that completed more than once (invariant I3: none). */
+  doubleCompletions(job: string): string[] {
+    const counts = new Map<string, number>();
+    for (const l of this.execs(job)) {
+      if (l.event !== 'finish' || l.status !== 'completed') continue;
+      const key = `${l.fireTime}|${l.item}`;
+      counts.set(key, (counts.get(key) ?? 0) + 1);
+    }
+    return [...counts].filter(([, n]) => n > 1).map(([k]) => k);
+  }
+
+  /**
+   * The nominal fire times of an every-`periodMs` job from `from` to `to` (rounded up to a fire)
+   * at which some of its `items` never started, with the items that did: fires missed whole or in part.
+   */
+  incompleteFires(job: string, items: number, from: number, to: number, periodMs = 1_000): Array<{ fireTime: number; started: number[] }> {
+    const byFire = new Map<number, Set<number>>();
+    for (const s of this.starts(job)) byFire.set(s.fireTime, (byFire.get(s.fireTime) ?? new Set()).add(s.item));
+    const out: Array<{ fireTime: number; started: number[] }> = [];
+    for (let fire = Math.ceil(from / periodMs) * periodMs; fire <= to; fire += periodMs) {
+      const started = byFire.get(fire) ?? new Set<number>();
+      if (started.size < items) out.push({ fireTime: fire, started: [...started].sort((a, b) => a - b) });
+    }
+    return out;
+  }
+
   /**
    * Every line about one fire of a job, oldest first, for failure messages: its dispatch, the
    * executions of its items (any source), their moves and misses.
@@ -182,4 +211,39 @@ export class ProcessCluster {
     await Promise.all([...this.members.values()].map((m) => m.exited));
     this.members.clear();
   }
+}
+
+/** The SHARDCRON_REDIS_* variables that name `target`. */
+export function redisTargetEnv(target: RedisTarget): Record<string, string> {
+  const list = (nodes: ReadonlyArray<{ host: string; port: number }>) => nodes.map((n) => `${n.host}:${n.port}`).join(',');
+  return {
+    SHARDCRON_REDIS_URL: target.url,
+    ...(target.clusterNodes && { SHARDCRON_REDIS_CLUSTER_NODES: list(target.clusterNodes) }),
+    ...(target.sentinel && { SHARDCRON_REDIS_SENTINELS: list(target.sentinel.sentinels), SHARDCRON_REDIS_SENTINEL_NAME: target.sentinel.name }),
+  };
+}
+
+/**
+ * The remote ports of the established TCP connections process `pid` holds (Linux: its socket
+ * inodes in /proc/PID/fd matched against /proc/PID/net/tcp): which server of an ensemble it talks to.
+ */
+export function tcpPeerPorts(pid: number): number[] {
+  const inodes = new Set<string>();
+  for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const match = /^socket:\[(\d+)\]$/.exec(fs.readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (match) inodes.add(match[1]);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  const ports: number[] = [];
+  for (const table of ['tcp', 'tcp6']) {
+    for (const row of fs.readFileSync(`/proc/${pid}/net/${table}`, 'utf8').split('\n').slice(1)) {
+      const cols = row.trim().split(/\s+/);
+      // cols: sl, local, remote, state, ..., inode (index 9); state 01 = ESTABLISHED.
+      if (cols.length > 9 && cols[3] === '01' && inodes.has(cols[9])) ports.push(parseInt(cols[2].split(':')[1], 16));
+    }
+  }
+  return ports;
 }

@@ -9,6 +9,8 @@
  */
 import fs from 'node:fs';
 import { liveChildPids, pollUntil } from '../../src/dev/child-service';
+import { RedisClusterGroup, type RedisClusterGroupOptions } from '../../src/dev/redis-cluster';
+import { RedisSentinelGroup, type RedisSentinelGroupOptions } from '../../src/dev/redis-sentinel';
 import { RedisServer, type RedisServerOptions } from '../../src/dev/redis-server';
 import {
   ZooKeeperEnsemble,
@@ -45,6 +47,16 @@ export async function startZooKeeperEnsemble(options: ZooKeeperEnsembleOptions =
 /** Starts a throwaway Redis; closed by {@link closeServices}. */
 export async function startRedis(options: RedisServerOptions = {}): Promise<RedisServer> {
   return track(await RedisServer.start(options));
+}
+
+/** Starts a Redis primary, a replica and 3 Sentinels; closed by {@link closeServices}. */
+export async function startRedisSentinels(options: RedisSentinelGroupOptions = {}): Promise<RedisSentinelGroup> {
+  return track(await RedisSentinelGroup.start(options));
+}
+
+/** Starts a 3-primary Redis Cluster; closed by {@link closeServices}. */
+export async function startRedisCluster(options: RedisClusterGroupOptions = {}): Promise<RedisClusterGroup> {
+  return track(await RedisClusterGroup.start(options));
 }
 
 /** Closes every service started through these helpers (use as `afterAll(closeServices)`). */

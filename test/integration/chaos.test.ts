@@ -20,16 +20,7 @@ afterEach(async () => {
   await cluster.close();
 });
 
-/** (fire, item) pairs of `job` that completed more than once. */
-function doubleCompletions(job: string): string[] {
-  const counts = new Map<string, number>();
-  for (const l of cluster.execs(job)) {
-    if (l.event !== 'finish' || l.status !== 'completed') continue;
-    const key = `${l.fireTime}|${l.item}`;
-    counts.set(key, (counts.get(key) ?? 0) + 1);
-  }
-  return [...counts].filter(([, n]) => n > 1).map(([k]) => k);
-}
+const doubleCompletions = (job: string) => cluster.doubleCompletions(job);
 
 describe('worker loss', () => {
   it('kill -9 a worker mid-fire: its unfinished items restart on survivors within session timeout + 1 s', async () => {

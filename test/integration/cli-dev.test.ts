@@ -177,3 +177,36 @@ it('with --no-install and a missing redis-server, prints what is missing and how
   expect(await isListening('127.0.0.1', zkPort)).toBe(false);
   expect(leftovers()).toEqual([]);
 });
+
+it('--ha: an ensemble and a Sentinel group; kill -9 a ZooKeeper server and the Redis primary, the jobs go on; Ctrl-C leaves nothing behind', async () => {
+  const d = dev(['--ha', '--workers', '2'], {});
+  const ranAll = (from: number) => EXAMPLE_JOBS.every((job) => d.output.slice(from).some((line) => new RegExp(`  ${job} +item \\d/\\d.*  ran on worker-\\d `).test(line)));
+  await waitForOutput(d, () => ranAll(0), 'every example job to run', 90_000);
+  const text = d.text();
+  const header = text.slice(0, text.indexOf('\n\n'));
+  const servers = [...header.matchAll(/^ {4}(server \d|primary|replica|sentinel \d) +127\.0\.0\.1:(\d+) +pid (\d+)$/gm)].map((m) => ({ name: m[1], port: Number(m[2]), pid: Number(m[3]) }));
+  expect(servers.map((s) => s.name)).toEqual(['server 1', 'server 2', 'server 3', 'primary', 'replica', 'sentinel 1', 'sentinel 2', 'sentinel 3']);
+  expect(header).toMatch(/zookeeper +127\.0\.0\.1:\d+,127\.0\.0\.1:\d+,127\.0\.0\.1:\d+ +\(ensemble of 3 started here/);
+  expect(header).toMatch(/redis +primary mymaster via Sentinels 127\.0\.0\.1:\d+,127\.0\.0\.1:\d+,127\.0\.0\.1:\d+/);
+  const zkServer = servers[0];
+  const primary = servers.find((s) => s.name === 'primary')!;
+  expect(header).toContain(`kill -9 ${zkServer.pid} (a ZooKeeper server), or kill -9 ${primary.pid} (the Redis primary)`);
+  const pids = [d.child.pid!, ...[...header.matchAll(/pid (\d+)/g)].map((m) => Number(m[1]))];
+  expect(pids.every(isProcessAlive)).toBe(true);
+
+  const before = d.output.length;
+  process.kill(zkServer.pid, 'SIGKILL');
+  process.kill(primary.pid, 'SIGKILL');
+  const killedAt = Date.now();
+  await waitForOutput(d, () => d.output.slice(before).some((line) => /the Sentinels promoted redis 127\.0\.0\.1:\d+ \(pid \d+\) to primary/.test(line)), 'the promotion to be reported', 30_000);
+  await waitForOutput(d, () => ranAll(d.output.findIndex((line, i) => i >= before && /the Sentinels promoted/.test(line))), 'every example job to run after the kills', 30_000);
+  process.stdout.write(`shardcron dev --ha: every example job ran again ${Date.now() - killedAt} ms after killing ZooKeeper server 1 and the Redis primary\n`);
+  expect(d.text()).not.toMatch(/(scheduler|worker)-\d \(pid \d+\) .* unexpectedly/);
+
+  d.child.kill('SIGINT');
+  expect(await exitCode(d, 30_000)).toBe(0);
+  expect(d.text()).toMatch(/stopped; nothing started by shardcron dev is left running$/);
+  expect(pids.filter(isProcessAlive)).toEqual([]);
+  for (const s of servers) expect(await isListening('127.0.0.1', s.port)).toBe(false);
+  expect(leftovers()).toEqual([]);
+});

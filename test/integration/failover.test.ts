@@ -13,7 +13,7 @@ import { QueuePool } from '../../src/leader/queue-pool';
 import type { ExecutionRequest } from '../../src/shared/registry/execution-request';
 import { createLogger } from '../../src/shared/logger';
 import { QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
-import { createRedisConnection } from '../../src/shared/redis-connection';
+import { createRedisConnection } from '../../src/shared/redis/redis-connection';
 import type { ZkClient } from '../../src/shared/zk';
 import { closeServices, startRedis, startZooKeeper } from '../helpers/services';
 import { closeZkClients, connectZk } from '../helpers/zk';

@@ -14,7 +14,7 @@ describe('shardcron help, env and unknown commands', () => {
     const io = fakeIo();
     expect(await runCommand(argv, io)).toBe(0);
     const text = io.stdout.join('\n');
-    for (const command of ['start', 'dev [--workers N] [--no-install]', 'ping', 'env', 'help']) expect(text).toContain(`  ${command}`);
+    for (const command of ['start', 'dev [--workers N] [--no-install] [--ha]', 'ping', 'env', 'help']) expect(text).toContain(`  ${command}`);
     expect(text).toMatch(/Planned \(not available yet\):\n\s+jobs list\|show\|trigger\|disable\|enable\|remove NAME[\s\S]*instances/);
   });
 
@@ -56,13 +56,13 @@ describe('shardcron help, env and unknown commands', () => {
 
 describe('parseDevArgs', () => {
   it('defaults to 3 workers with installs allowed', () => {
-    expect(parseDevArgs([])).toEqual({ workers: DEFAULT_WORKERS, noInstall: false });
+    expect(parseDevArgs([])).toEqual({ workers: DEFAULT_WORKERS, noInstall: false, ha: false });
   });
 
-  it('reads --workers N, --workers=N, -w N and --no-install', () => {
-    expect(parseDevArgs(['--workers', '2', '--no-install'])).toEqual({ workers: 2, noInstall: true });
-    expect(parseDevArgs(['--workers=5'])).toEqual({ workers: 5, noInstall: false });
-    expect(parseDevArgs(['-w', '1'])).toEqual({ workers: 1, noInstall: false });
+  it('reads --workers N, --workers=N, -w N, --no-install and --ha', () => {
+    expect(parseDevArgs(['--workers', '2', '--no-install'])).toEqual({ workers: 2, noInstall: true, ha: false });
+    expect(parseDevArgs(['--workers=5'])).toEqual({ workers: 5, noInstall: false, ha: false });
+    expect(parseDevArgs(['-w', '1', '--ha'])).toEqual({ workers: 1, noInstall: false, ha: true });
   });
 
   it.each([['--workers', 'x'], ['--workers', '1.5'], ['--workers', String(MAX_WORKERS + 1)], ['--verbose'], ['extra']])('refuses %j', (...args) => {

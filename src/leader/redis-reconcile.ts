@@ -1,0 +1,186 @@
+/**
+ * Requests Redis acknowledged and then lost. Replication from a Redis primary to its replicas is
+ * asynchronous: when the primary dies, the writes it acknowledged but had not yet sent are gone from
+ * the promoted replica. For the leader those are the requests of its last enqueues. Its ledger does
+ * not cover them: a new leader replays ledgers, but the Redis failover changes no leader, and by then
+ * the ledger may name a later fire than the lost one.
+ *
+ * So the leader remembers what it enqueued in the last {@link RECONCILE_WINDOW_MS} and, each time
+ * its Redis connection is ready again after a loss (a Sentinel promotion, a managed Redis failover,
+ * a plain reconnect), enqueues again those that Redis no longer has. This is the only place that
+ * does it: the boundary is {@link QueuePool}'s enqueue path, which records, and this class, which
+ * re-adds; nothing else in the leader knows about it (docs/deployment.md, "What a Redis failover can lose").
+ */
+import { Cluster } from 'ioredis';
+import type { Logger } from '../shared/logger';
+import { executionJobId, type ExecutionRequest } from '../shared/registry/execution-request';
+import type { QueuePool } from './queue-pool';
+import type { TaskChain } from './task-chain';
+
+/**
+ * How far back a reconcile looks. It must exceed the replication lag a failover can lose, which
+ * `min-replicas-max-lag` bounds (docs/deployment.md recommends 10 s), and stay below the retention of
+ * completed requests (REQUEST_RETENTION_MS, 10 min), so that a request that ran is still there and is
+ * not added again.
+ */
+export const RECONCILE_WINDOW_MS = 15_000;
+/** Most requests remembered: a leader enqueuing more than this per window reconciles only the latest. */
+export const MAX_REMEMBERED = 100_000;
+/** EXISTS commands per pipeline. */
+const CHECK_CHUNK = 1_000;
+
+/** One addBulk's requests: one entry per chunk (at most ENQUEUE_CHUNK), not per request, to keep the leader's heap small. */
+interface Entry {
+  readonly at: number;
+  readonly queue: string;
+  readonly requests: readonly ExecutionRequest[];
+}
+
+/** The requests enqueued within the window, oldest first. */
+export class RecentEnqueues {
+  private entries: Entry[] = [];
+  private head = 0;
+  private count = 0;
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /** Called after an addBulk of `requests` to `queue` succeeded; keeps a reference to the array. */
+  record(queue: string, requests: readonly ExecutionRequest[]): void {
+    const at = this.now();
+    this.entries.push({ at, queue, requests });
+    this.count += requests.length;
+    this.prune(at);
+  }
+
+  /** The requests still within the window, by queue, in the order they were enqueued. */
+  byQueue(): Map<string, ExecutionRequest[]> {
+    this.prune(this.now());
+    const out = new Map<string, ExecutionRequest[]>();
+    for (let i = this.head; i < this.entries.length; i += 1) {
+      const { queue, requests } = this.entries[i];
+      const list = out.get(queue);
+      if (list) list.push(...requests);
+      else out.set(queue, [...requests]);
+    }
+    return out;
+  }
+
+  /** Requests remembered. */
+  get size(): number {
+    return this.count;
+  }
+
+  private prune(now: number): void {
+    while (this.head < this.entries.length && (this.entries[this.head].at < now - RECONCILE_WINDOW_MS || this.count > MAX_REMEMBERED)) {
+      this.count -= this.entries[this.head].requests.length;
+      this.head += 1;
+    }
+    // Compact once the dropped head is the larger part: amortised O(1) per entry.
+    if (this.head > 1_024 && this.head * 2 > this.entries.length) {
+      this.entries = this.entries.slice(this.head);
+      this.head = 0;
+    }
+  }
+}
+
+/** What one reconcile found: requests remembered, and those Redis had lost (enqueued again). */
+export interface ReconcileResult {
+  requests: number;
+  missing: number;
+  /** The lost ones: `job|fireTime|item` (their BullMQ ids). */
+  ids: string[];
+}
+
+export interface RedisReconcileDeps {
+  queues: QueuePool;
+  chain: TaskChain;
+  isLeader(): boolean;
+  /** Queues of the instances that take requests now; a queue moved or gone meanwhile gets nothing back. */
+  liveQueues(): ReadonlySet<string>;
+  log: Logger;
+  onReconciled(result: ReconcileResult): void;
+}
+
+/**
+ * Re-adds, after each loss of the leader's Redis connection, the remembered requests Redis lost.
+ * A `Redis` client (one endpoint, Sentinel) reports a loss as `close` and its end as `ready`. A
+ * `Cluster` client stays up while one shard fails over; it drops the failed node from its pool
+ * (`-node`), and the reconcile's commands then wait for the shard's new primary.
+ */
+export class RedisReconcile {
+  private lost = false;
+  /** A reconcile is queued on the chain and has not started: more losses meanwhile need no other. */
+  private queued = false;
+  private readonly onLoss = () => (this.lost = true);
+  private readonly onReady = () => {
+    if (!this.lost) return;
+    this.lost = false;
+    this.schedule();
+  };
+  private readonly onNodeDropped = () => this.schedule();
+
+  constructor(private readonly deps: RedisReconcileDeps) {}
+
+  start(): void {
+    const connection = this.deps.queues.connection;
+    connection.on('close', this.onLoss);
+    connection.on('ready', this.onReady);
+    if (connection instanceof Cluster) connection.on('-node', this.onNodeDropped);
+  }
+
+  close(): void {
+    const connection = this.deps.queues.connection;
+    connection.off('close', this.onLoss);
+    connection.off('ready', this.onReady);
+    connection.off('-node', this.onNodeDropped);
+  }
+
+  private schedule(): void {
+    if (this.queued) return;
+    this.queued = true;
+    // On the chain: after the enqueues that waited for the reconnect, and never beside a queue move.
+    void this.deps.chain.run(async () => {
+      this.queued = false;
+      await this.reconcile();
+    }, 'reconcile after a Redis reconnect failed');
+  }
+
+  /**
+   * Enqueues again the remembered requests of live queues whose BullMQ job is gone. The existence
+   * check only spares writes: the add is idempotent by job id (BullMQ ignores an id it has), so a
+   * request added meanwhile is not doubled, and one that ran is still there (retained 10 minutes).
+   */
+  async reconcile(): Promise<ReconcileResult> {
+    const result: ReconcileResult = { requests: 0, missing: 0, ids: [] };
+    if (!this.deps.isLeader()) return result;
+    const live = this.deps.liveQueues();
+    const lost = new Map<string, ExecutionRequest[]>();
+    for (const [name, requests] of this.deps.queues.recent.byQueue()) {
+      if (!live.has(name)) continue;
+      result.requests += requests.length;
+      const queue = this.deps.queues.get(name);
+      for (let i = 0; i < requests.length; i += CHECK_CHUNK) {
+        const chunk = requests.slice(i, i + CHECK_CHUNK);
+        const pipeline = this.deps.queues.connection.pipeline();
+        for (const request of chunk) pipeline.exists(queue.toKey(executionJobId(request)));
+        const replies = (await pipeline.exec()) ?? [];
+        chunk.forEach((request, j) => {
+          const [err, count] = replies[j] ?? [null, 1];
+          if (err || count !== 0) return;
+          // Late by now: owed work, like a replayed ledger's (ExecutionRequest.catchUp).
+          lost.set(name, [...(lost.get(name) ?? []), { ...request, catchUp: true }]);
+          result.ids.push(executionJobId(request));
+        });
+      }
+    }
+    result.missing = result.ids.length;
+    if (result.missing > 0) {
+      await this.deps.queues.enqueue(lost);
+      this.deps.log.warn({ requests: result.requests, missing: result.missing, ids: result.ids.slice(0, 20) }, 'Redis lost requests it had acknowledged (a failover?); enqueued them again');
+    } else {
+      this.deps.log.info({ requests: result.requests }, 'Redis reconnected; it lost none of the requests enqueued lately');
+    }
+    this.deps.onReconciled(result);
+    return result;
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * The one Redis connection factory of every role (worker, leader, and whatever else reaches Redis):
+ * a target ({@link RedisTarget}) in, an ioredis client out, set up as BullMQ needs it.
+ */
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { silentLogger, type Logger } from '../logger';
+import { describeRedisTarget, redisTopology, redisUrlParts, type RedisTarget } from './redis-target';
+
+/** A client of any topology: a `Redis` (standalone, Sentinel) or a `Cluster`. BullMQ takes both. */
+export type RedisClient = Redis | Cluster;
+
+/** Options of {@link createRedisClient}. */
+export interface RedisClientOptions {
+  /** Where connection losses and recoveries are logged (warn, info), once per loss, not per retry. */
+  logger?: Logger;
+  /** Names the client in those lines (`leader`, `worker`). */
+  name?: string;
+  /** Connect at the first command instead of at once. */
+  lazyConnect?: boolean;
+}
+
+/**
+ * Reconnect delays: 50 ms more per attempt, at most 1 s. ioredis's default goes to 2 s; after a
+ * Sentinel promotion every attempt beyond the first asks the Sentinels again, so a short cap is what
+ * bounds the time from the promotion to the first command on the new primary.
+ */
+const reconnectDelay = (attempt: number) => Math.min(attempt * 50, 1_000);
+
+/**
+ * A connection still open to a demoted primary answers writes with READONLY (a Sentinel or a managed
+ * Redis failed over, the old primary came back as a replica). 2 = reconnect and resend the command:
+ * a Sentinel client asks the Sentinels for the primary again, a plain one reaches whatever the
+ * address points at now.
+ */
+const reconnectOnReadOnly = (err: Error) => (err.message.startsWith('READONLY') ? 2 : false);
+
+/** What every connection carries, whatever its topology: BullMQ refuses a client without `maxRetriesPerRequest: null`. */
+const BULLMQ_OPTIONS = { maxRetriesPerRequest: null, reconnectOnError: reconnectOnReadOnly } satisfies RedisOptions;
+
+/**
+ * Creates a client for `target`:
+ * - standalone: the URL as it is;
+ * - Sentinel: `{ sentinels, name }` with the URL's user, password, database and TLS, and ioredis's
+ *   failover detector, so a promotion is followed at once rather than at the next connection loss;
+ * - Cluster: the seed nodes, with the URL's user, password and TLS for every node (`redisOptions`).
+ *   Nodes are reached at the addresses they announce (no `natMap`): right for a Cluster on one
+ *   network or on loopback; behind NAT, make the nodes announce reachable addresses
+ *   (`cluster-announce-ip`).
+ * Commands wait for a reconnect instead of failing (`maxRetriesPerRequest: null`), and READONLY
+ * replies after a failover reconnect and resend (see {@link reconnectOnReadOnly}).
+ */
+export function createRedisClient(target: RedisTarget, options: RedisClientOptions = {}): RedisClient {
+  const parts = redisUrlParts(target);
+  const lazyConnect = options.lazyConnect ?? false;
+  const credentials = {
+    ...(parts.username !== undefined && { username: parts.username }),
+    ...(parts.password !== undefined && { password: parts.password }),
+    ...(parts.tls && { tls: {} }),
+  };
+  let client: RedisClient;
+  switch (redisTopology(target)) {
+    case 'cluster': {
+      const clusterOptions: ClusterOptions = {
+        redisOptions: { ...BULLMQ_OPTIONS, ...credentials },
+        // CLUSTERDOWN and a failing node during a failover: retry instead of failing the command.
+        retryDelayOnFailover: 200,
+        retryDelayOnClusterDown: 200,
+        clusterRetryStrategy: reconnectDelay,
+        lazyConnect,
+      };
+      client = new Cluster(target.clusterNodes!.map((n) => ({ host: n.host, port: n.port })), clusterOptions);
+      break;
+    }
+    case 'sentinel': {
+      const { sentinels, name } = target.sentinel!;
+      client = new Redis({
+        ...BULLMQ_OPTIONS,
+        ...credentials,
+        ...(parts.tls && { enableTLSForSentinelMode: true }),
+        db: parts.db,
+        name,
+        sentinels: sentinels.map((s) => ({ host: s.host, port: s.port })),
+        failoverDetector: true,
+        retryStrategy: reconnectDelay,
+        lazyConnect,
+      });
+      break;
+    }
+    default:
+      client = new Redis(target.url, { ...BULLMQ_OPTIONS, retryStrategy: reconnectDelay, lazyConnect });
+  }
+  logConnectionLosses(client, target, options);
+  return client;
+}
+
+/**
+ * One warn line when a working connection starts failing and one info line when it is ready again;
+ * the retries in between are not logged (a dead primary fails every 50-1000 ms). Without an `error`
+ * listener ioredis prints every failure to the console.
+ */
+function logConnectionLosses(client: RedisClient, target: RedisTarget, options: RedisClientOptions): void {
+  const log = (options.logger ?? silentLogger).child({ component: 'redis', client: options.name, redis: describeRedisTarget(target) });
+  let lost = false;
+  client.on('error', (err: Error) => {
+    if (lost) return;
+    lost = true;
+    log.warn({ err: err.message }, 'Redis connection failing; commands wait for a reconnect');
+  });
+  client.on('ready', () => {
+    if (!lost) return;
+    lost = false;
+    log.info('Redis connection ready again');
+  });
+}
+
+/**
+ * A standalone connection to `url`, as {@link createRedisClient} makes it. For tests and tools that
+ * only have a URL.
+ */
+export function createRedisConnection(url: string): Redis {
+  return createRedisClient({ url }) as Redis;
+}
