@@ -3,7 +3,7 @@ import { executionJobId, type ExecutionRequest } from '../shared/registry/execut
 import { forEachLimited } from '../shared/concurrency';
 import type { RedisClient } from '../shared/redis/redis-connection';
 import { QUEUE_PREFIX } from '../shared/registry/queue-names';
-import { RecentEnqueues } from './redis-reconcile';
+import { RecentEnqueues } from './recent-enqueues';
 
 /**
  * How long completed requests stay in Redis. A new leader replays the last ledgered fire of each

@@ -1,9 +1,8 @@
-/** The options, states, events and session-bound requests of {@link ZkClient} (zk-client.ts). */
+/** The options, states, events and session-bound requests of ZkClient (zk-client.ts). */
 import type { Logger } from '../logger';
 import type { BackoffOptions } from './backoff';
 import type { ZkMulti } from './zk-multi';
 import type { ZkStat } from './zk-types';
-import type { ZkClient } from './zk-client';
 
 /** How to reach ZooKeeper and how hard to try. */
 export interface ZkClientOptions {
