@@ -3,8 +3,13 @@
  * timeouts (connect: a listener whose queue is full; read: a server that never answers or stalls),
  * refusals and aborts, and no connection left open after any run.
  */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
+import path from 'node:path';
 import type { AddressInfo } from 'node:net';
+import { makeTempDir } from '../../src/dev/child-service';
 import type { ShardingContext } from '../../src/shared/config/job-definition';
 import { httpSpecSchema, shardingContextJson, type HttpSpecInput } from '../../src/shared/config/job-type-specs';
 import { httpExecutor } from '../../src/worker/executors/http-executor';
@@ -174,5 +179,22 @@ describe('HTTP: timeouts, refusals, aborts', () => {
     expect(failure.details).toMatchObject({ failure: 'aborted', aborted: true });
     expect(tookMs).toBeLessThan(3_000);
     await serverSawClose;
+  });
+
+  it('speaks TLS to an https: URL and names a certificate it does not trust', async () => {
+    const dir = makeTempDir('shardcron-tls-');
+    const tls = { key: path.join(dir.root, 'key.pem'), cert: path.join(dir.root, 'cert.pem') };
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', tls.key, '-out', tls.cert, '-days', '1', '-subj', '/CN=127.0.0.1'], { stdio: 'ignore' });
+    const secure = https.createServer({ key: fs.readFileSync(tls.key), cert: fs.readFileSync(tls.cert) }, (_req, res) => res.end('fine'));
+    try {
+      await new Promise<void>((resolve) => secure.listen(0, '127.0.0.1', resolve));
+      const { port } = secure.address() as AddressInfo;
+      const { failure } = await failureOf(run({ url: `https://127.0.0.1:${port}/ok` }));
+      expect(failure.message).toBe(`HTTP GET https://127.0.0.1:${port}/ok: self-signed certificate (DEPTH_ZERO_SELF_SIGNED_CERT)`);
+    } finally {
+      secure.closeAllConnections();
+      await new Promise((resolve) => secure.close(resolve));
+      dir.remove();
+    }
   });
 });

@@ -81,8 +81,10 @@ function runRequest(spec: HttpSpec, ctx: ShardingContext): Promise<ExecutorRepor
       if (failure) reject(failure);
       else resolve(report ?? {});
     };
-    const fail = (message: string, kind: HttpFailureKind, more?: Record<string, unknown>, cause?: unknown) =>
-      finish(new ExecutionFailure(`HTTP ${target}: ${message}`, {}, details(kind, more), { cause }));
+    const fail = (message: string, kind: HttpFailureKind, more: { code?: string; httpStatus?: number } = {}, cause?: unknown) => {
+      const report = more.httpStatus !== undefined ? { httpStatus: more.httpStatus } : {};
+      finish(new ExecutionFailure(`HTTP ${target}: ${message}`, report, details(kind, more), { cause }));
+    };
 
     connectTimer = setTimeout(() => fail(`connect timeout after ${spec.connectTimeoutMs} ms (not connected to ${url.host})`, 'connect-timeout'), spec.connectTimeoutMs);
     const stalled = () => fail(`read timeout after ${spec.readTimeoutMs} ms (${response ? 'the response stalled' : 'no response'})`, 'read-timeout');
