@@ -15,6 +15,8 @@ export interface ExecutorReport {
   failed?: number;
   /** SCRIPT: the exit code. */
   exitCode?: number;
+  /** SCRIPT: the signal that ended the process, when it did not exit by itself (e.g. `'SIGKILL'`). */
+  signal?: string;
   /** HTTP: the status code. */
   httpStatus?: number;
 }
@@ -37,6 +39,21 @@ export class ExecutionFailure extends ShardcronError {
     this.name = 'ExecutionFailure';
     this.report = Object.freeze({ ...report });
   }
+}
+
+/** Why `signal` aborted, in words: its reason's message, or `'aborted'`. */
+export function abortReason(signal: AbortSignal): string {
+  const reason: unknown = signal.reason;
+  if (reason instanceof Error) return reason.message;
+  return reason === undefined ? 'aborted' : String(reason);
+}
+
+/**
+ * The failure of a run stopped because `signal` aborted: `<what> stopped: aborted (<reason>)`,
+ * with the reason as its cause, so the runner can tell it from the job's own failures by the signal.
+ */
+export function abortedFailure(what: string, signal: AbortSignal, report: ExecutorReport = {}, details: Record<string, unknown> = {}): ExecutionFailure {
+  return new ExecutionFailure(`${what} stopped: aborted (${abortReason(signal)})`, report, { ...details, aborted: true }, { cause: signal.reason });
 }
 
 /** One job type's way of running one item. `spec` is the type's part of the definition. */
