@@ -187,13 +187,16 @@ function describeValue(value: unknown): string {
 function adoptForeignDefinition(value: unknown): ResolvedJobDefinition | undefined {
   if (typeof value !== 'object' || value === null || !Object.isFrozen(value)) return undefined;
   const candidate = value as Partial<ResolvedJobDefinition>;
-  if (typeof candidate.execute !== 'function' || typeof candidate.config !== 'object' || candidate.config === null) return undefined;
-  const definition: JobDefinition = {
-    ...candidate.config,
-    execute: candidate.execute,
+  if (typeof candidate.config !== 'object' || candidate.config === null) return undefined;
+  const { fireListeners: _marker, ...config } = candidate.config;
+  const definition = {
+    ...config,
+    ...(candidate.execute !== undefined && { execute: candidate.execute }),
+    ...(candidate.fetchData !== undefined && { fetchData: candidate.fetchData }),
+    ...(candidate.processData !== undefined && { processData: candidate.processData }),
     ...(candidate.errorHandler !== undefined && { errorHandler: candidate.errorHandler }),
     ...(candidate.listeners !== undefined && { listeners: candidate.listeners }),
-  };
+  } as unknown as JobDefinition;
   return defineJob(definition);
 }
 

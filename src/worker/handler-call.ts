@@ -1,17 +1,24 @@
 /**
  * One call of a job's code for one item: a place among the handlers running at once, the
- * ShardingContext, `beforeExecute`, the executor of the job's type, the error handler; then, once
- * the item runner has released the item, the finish record and `afterExecute`. Nothing here touches
- * the item lock, ZooKeeper or the queues.
+ * ShardingContext, `beforeExecute`, the executor of the job's type with the job's policies (a
+ * timeout per attempt, attempts with back-off, all under the item's one lock), the error handler;
+ * then, once the item runner has released the item, the finish event, the execution record and
+ * `afterExecute`. Nothing here touches the item lock, ZooKeeper or the queues.
  */
 import { onAbort } from '../shared/abort-listeners';
 import type { Semaphore } from '../shared/concurrency';
 import type { JobConfig } from '../shared/config/job-config';
 import { formatTaskId, type ExecutionOutcome, type ExecutionStatus, type ResolvedJobDefinition, type ShardingContext } from '../shared/config/job-definition';
+import { backoffBefore } from '../shared/config/job-policies';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 import type { Logger } from '../shared/logger';
+import { recordError, type ExecutionRecord } from '../shared/registry/execution-record';
 import type { ExecutionRequest, ExecutionSource } from '../shared/registry/execution-request';
 import { parseShardingItemParameters } from '../shared/sharding/sharding-item-parameters';
+import type { ErrorWebhooks } from './error-webhook';
+import { runJobCode } from './job-code';
+import type { ExecutorEnvironment, ExecutorReport } from './executors/job-executor';
+import { ExecutionFailure } from './executors/job-executor';
 
 /** One line of the execution log: what ran where, for which fire, and how it ended. */
 export interface ExecutionEvent {
@@ -37,11 +44,17 @@ export interface HandlerCallContext {
   abortSignal(): AbortSignal;
   /**
    * The places of the handlers running at once (the instance's concurrency). A place covers the
-   * `beforeExecute` listener, the handler and its error handler, not the lock's round trips nor the
-   * `afterExecute` listener, which runs once the release answered.
+   * `beforeExecute` listener, the attempts and the waits between them, and the error handler; not
+   * the lock's round trips nor `afterExecute`, which runs once the release answered.
    */
   handlers: Semaphore;
   record(event: ExecutionEvent): void;
+  /** Every execution's record, once it ended (the history's input). */
+  onRecord?(record: ExecutionRecord): void;
+  /** What executors may ask (a pending reshard); by default nothing is ever pending. */
+  environment?: ExecutorEnvironment;
+  /** Where `{ webhook }` error handlers post. */
+  webhooks?: ErrorWebhooks;
 }
 
 /** A call that ran: its outcome before the release, and what {@link HandlerCalls.finish} needs. */
@@ -50,6 +63,19 @@ export interface HandlerRun {
   readonly started: number;
   readonly context: ShardingContext;
   readonly logger: () => Logger;
+  readonly report?: ExecutorReport;
+}
+
+const NEVER_RESHARDING: ExecutorEnvironment = Object.freeze({ reshardingPending: () => false });
+/** How long after its timeout a run still going is reported as ignoring its signal. */
+const TIMEOUT_WARN_AFTER_MS = 5_000;
+
+/** The error a run's timeout aborts its signal with. */
+class AttemptTimeout extends ShardcronError {
+  constructor(job: string, item: number, timeoutMs: number) {
+    super(ErrorCodes.TIMEOUT, `job ${job} item ${item} ran past its timeoutMs (${timeoutMs} ms)`, { job, item, timeoutMs });
+    this.name = 'AttemptTimeout';
+  }
 }
 
 /** Calls jobs' code for items. */
@@ -76,15 +102,27 @@ export class HandlerCalls {
     try {
       freePlace ??= await this.ctx.handlers.acquire(stopAll);
     } catch {
-      this.ctx.record({ event: 'finish', job, fireTime, item, instanceId: this.ctx.instanceId, source, status: 'aborted', reason: 'worker stopping before the handler started', at: Date.now() });
+      this.recordEnd(request, { status: 'aborted', reason: 'worker stopping before the handler started', attempts: 0, startedAt: Date.now() });
       return undefined;
     }
-    // The handler's signal and logger are made when it first asks for them: an AbortController
-    // with its listener on the worker's signal, and a pino child, cost more than a no-op handler.
+    // The attempt's signal and the logger are made when first asked for: an AbortController with
+    // its listener on the worker's signal, and a pino child, cost more than a no-op handler.
+    let attempt = 1;
     let controller: AbortController | undefined;
     let stopListening: (() => void) | undefined;
+    let timedOut: AttemptTimeout | undefined;
     let log: Logger | undefined;
     const logger = () => (log ??= this.ctx.log.child({ job, item, fireTime }));
+    const attemptSignal = (): AbortController => {
+      if (!controller) {
+        const made = new AbortController();
+        controller = made;
+        if (timedOut) made.abort(timedOut);
+        else if (stopAll.aborted) made.abort(stopAll.reason);
+        else stopListening = onAbort(stopAll, () => made.abort(stopAll.reason));
+      }
+      return controller;
+    };
     const context: ShardingContext = {
       jobName: job,
       taskId,
@@ -95,13 +133,11 @@ export class HandlerCalls {
       fireTime,
       source,
       instanceId: this.ctx.instanceId,
+      get attempt() {
+        return attempt;
+      },
       get signal() {
-        if (!controller) {
-          controller = new AbortController();
-          if (stopAll.aborted) controller.abort(stopAll.reason);
-          else stopListening = onAbort(stopAll, () => controller!.abort(stopAll.reason));
-        }
-        return controller.signal;
+        return attemptSignal().signal;
       },
       assertOwnership: () => {
         if (stopAll.aborted || !this.ctx.owns(sessionId)) {
@@ -116,41 +152,119 @@ export class HandlerCalls {
     const started = Date.now();
     this.ctx.record({ event: 'start', job, fireTime, item, instanceId: this.ctx.instanceId, source, at: started });
     if (beforeExecute) await callListener(() => beforeExecute(context), logger);
+    const attempts = config.retry?.attempts ?? 1;
     let outcome: ExecutionOutcome;
+    let report: ExecutorReport | undefined;
     try {
-      await definition.execute(context);
-      // Finishing after our ownership ended is not a completion: the item may already run elsewhere.
-      const stillOurs = !stopAll.aborted && this.ctx.owns(sessionId);
-      outcome = { status: stillOurs ? 'completed' : 'aborted', durationMs: Date.now() - started };
-    } catch (error) {
-      outcome = { status: stopAll.aborted ? 'aborted' : 'failed', error, durationMs: Date.now() - started };
-      await handleError(definition, error, context, logger);
+      for (;;) {
+        timedOut = undefined;
+        let timer: NodeJS.Timeout | undefined;
+        if (config.timeoutMs !== undefined) {
+          const timeoutMs = config.timeoutMs;
+          timer = setTimeout(() => {
+            timedOut = new AttemptTimeout(job, item, timeoutMs);
+            attemptSignal().abort(timedOut);
+            // Code that ignores its signal cannot be stopped from here: the item stays locked until
+            // it returns (never two runs of an item at once), and operators are told why.
+            timer = setTimeout(() => {
+              logger().warn({ timeoutMs, overMs: TIMEOUT_WARN_AFTER_MS }, 'job code ignores its abort signal after its timeout; the item stays locked until it returns');
+            }, TIMEOUT_WARN_AFTER_MS);
+            timer.unref();
+          }, timeoutMs);
+        }
+        let error: unknown;
+        let failed = false;
+        try {
+          report = (await runJobCode(definition, config, context, this.ctx.environment ?? NEVER_RESHARDING)) ?? undefined;
+        } catch (err) {
+          failed = true;
+          error = err;
+          if (err instanceof ExecutionFailure) report = err.report;
+        } finally {
+          clearTimeout(timer);
+          stopListening?.();
+          stopListening = undefined;
+          controller = undefined;
+        }
+        const durationMs = Date.now() - started;
+        // Code that ended after its timeout overran, however it ended.
+        if (timedOut && !failed) {
+          failed = true;
+          error = timedOut;
+        }
+        if (!failed) {
+          // Finishing after our ownership ended is not a completion: the item may already run elsewhere.
+          const stillOurs = !stopAll.aborted && this.ctx.owns(sessionId);
+          outcome = { status: stillOurs ? 'completed' : 'aborted', durationMs, attempts: attempt };
+          break;
+        }
+        const status: ExecutionStatus = stopAll.aborted ? 'aborted' : timedOut ? 'timeout' : 'failed';
+        outcome = { status, error: timedOut ?? error, durationMs, attempts: attempt };
+        if (status === 'aborted' || attempt >= attempts) break;
+        // Another attempt, on the same lock, after its back-off (a stop cuts the wait short).
+        const wait = backoffBefore(config.retry!, attempt + 1);
+        logger().warn({ err: error, attempt, attempts, retryInMs: wait }, 'job execution failed; retrying');
+        if (!(await sleepUnless(wait, stopAll))) {
+          outcome = { status: 'aborted', error, durationMs: Date.now() - started, attempts: attempt };
+          break;
+        }
+        attempt += 1;
+      }
+      if (outcome.status === 'failed' || outcome.status === 'timeout') await this.handleError(definition, config, outcome, context, request, started, logger);
     } finally {
-      stopListening?.();
-      // The handler is over: its place is free while the release makes its round trip.
+      // The code is over: its place is free while the release makes its round trip.
       freePlace();
     }
-    return { outcome, started, context, logger };
+    return { outcome, started, context, logger, ...(report && { report }) };
   }
 
   /**
    * Reports a run once its release is over: `status` is the outcome as settled by the release (a
-   * completion that could not be recorded is `aborted`, with `reason`). The record's `at` is when
-   * the handler ended, not when the release answered: the run stopped then.
+   * completion that could not be recorded is `aborted`, with `reason`). The event's `at` is when the
+   * code ended, not when the release answered: the run stopped then.
    */
   async finish(definition: ResolvedJobDefinition, request: ExecutionRequest, run: HandlerRun, status: ExecutionStatus, reason?: string): Promise<void> {
-    const { job, item, fireTime, source } = request;
     const outcome = status === run.outcome.status ? run.outcome : { ...run.outcome, status };
-    this.ctx.record({ event: 'finish', job, fireTime, item, instanceId: this.ctx.instanceId, source, status, reason, at: run.started + outcome.durationMs });
+    this.recordEnd(request, { status, reason, attempts: outcome.attempts, startedAt: run.started, durationMs: outcome.durationMs, error: outcome.error, report: run.report });
     const { afterExecute } = definition.listeners;
     if (afterExecute) await callListener(() => afterExecute(run.context, outcome), run.logger);
   }
 
   /** Records a request that did not run, and why. */
   skipped(request: ExecutionRequest, reason: string): ExecutionStatus {
-    const { job, fireTime, item, source } = request;
-    this.ctx.record({ event: 'finish', job, fireTime, item, instanceId: this.ctx.instanceId, source, status: 'skipped', reason, at: Date.now() });
+    this.recordEnd(request, { status: 'skipped', reason, attempts: 0, startedAt: Date.now() });
     return 'skipped';
+  }
+
+  /** The finish event and the execution record of an execution that ended. */
+  private recordEnd(
+    request: ExecutionRequest,
+    end: { status: ExecutionStatus; reason?: string; attempts: number; startedAt: number; durationMs?: number; error?: unknown; report?: ExecutorReport },
+  ): void {
+    const { job, fireTime, item, source } = request;
+    const durationMs = end.durationMs ?? 0;
+    const at = end.startedAt + durationMs;
+    this.ctx.record({ event: 'finish', job, fireTime, item, instanceId: this.ctx.instanceId, source, status: end.status, reason: end.reason, at });
+    if (!this.ctx.onRecord) return;
+    const record: ExecutionRecord = {
+      job,
+      item,
+      fireTime,
+      source,
+      instanceId: this.ctx.instanceId,
+      status: end.status,
+      attempts: end.attempts,
+      startedAt: end.startedAt,
+      finishedAt: at,
+      durationMs,
+      ...(end.error !== undefined && end.status !== 'completed' && { error: recordError(end.error) }),
+      ...(end.reason !== undefined && { reason: end.reason }),
+      ...(end.report?.processed !== undefined && { processed: end.report.processed }),
+      ...(end.report?.failed !== undefined && { failed: end.report.failed }),
+      ...(end.report?.exitCode !== undefined && { exitCode: end.report.exitCode }),
+      ...(end.report?.httpStatus !== undefined && { httpStatus: end.report.httpStatus }),
+    };
+    this.ctx.onRecord(record);
   }
 
   /** The item's `shardingItemParameters` entry, parsed once per config. */
@@ -159,20 +273,63 @@ export class HandlerCalls {
     if (!byItem) this.parameters.set(config, (byItem = parseShardingItemParameters(config.shardingItemParameters)));
     return byItem[item] ?? '';
   }
+
+  /** The job's error handler, once per execution, after its last attempt. */
+  private async handleError(
+    definition: ResolvedJobDefinition,
+    config: JobConfig,
+    outcome: ExecutionOutcome,
+    context: ShardingContext,
+    request: ExecutionRequest,
+    started: number,
+    log: () => Logger,
+  ): Promise<void> {
+    const handler = definition.errorHandler;
+    const error = outcome.error;
+    if (handler === 'IGNORE') return;
+    if (handler === 'LOG' || handler === 'THROW') {
+      log().error({ err: error, attempts: outcome.attempts, status: outcome.status }, 'job execution failed');
+      return;
+    }
+    if (typeof handler === 'object') {
+      log().error({ err: error, attempts: outcome.attempts, status: outcome.status }, 'job execution failed; reporting it to the webhook');
+      const record: ExecutionRecord = {
+        job: request.job,
+        item: request.item,
+        fireTime: request.fireTime,
+        source: request.source,
+        instanceId: this.ctx.instanceId,
+        status: outcome.status === 'timeout' ? 'timeout' : 'failed',
+        attempts: outcome.attempts,
+        startedAt: started,
+        finishedAt: started + outcome.durationMs,
+        durationMs: outcome.durationMs,
+        error: recordError(error),
+      };
+      this.ctx.webhooks?.send(handler.webhook, { event: 'execution:failed', record, jobParameter: config.jobParameter, shardingParameter: context.shardingParameter }, handler.timeoutMs);
+      return;
+    }
+    try {
+      await handler(error, context);
+    } catch (err) {
+      log().error({ err, original: error }, 'the job error handler threw');
+    }
+  }
 }
 
-async function handleError(definition: ResolvedJobDefinition, error: unknown, context: ShardingContext, log: () => Logger): Promise<void> {
-  const handler = definition.errorHandler;
-  if (handler === 'IGNORE') return;
-  if (handler === 'LOG') {
-    log().error({ err: error }, 'job execution failed');
-    return;
-  }
-  try {
-    await handler(error, context);
-  } catch (err) {
-    log().error({ err, original: error }, 'the job error handler threw');
-  }
+/** Waits `ms` unless `signal` aborts first; false when it did. */
+function sleepUnless(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const off = onAbort(signal, () => {
+      clearTimeout(timer);
+      resolve(false);
+    });
+    const timer = setTimeout(() => {
+      off();
+      resolve(true);
+    }, ms);
+  });
 }
 
 async function callListener(fn: () => unknown, log: () => Logger): Promise<void> {

@@ -72,6 +72,8 @@ export class ItemExecutor {
   private readonly calls: HandlerCalls;
   /** Each cron schedule, parsed once per config, for the limit of a catch-up wait. */
   private readonly schedules = new WeakMap<JobConfig, CronSchedule | null>();
+  /** The error of each request whose run failed, until the worker takes it ({@link takeFailure}). */
+  private readonly failures = new WeakMap<ExecutionRequest, unknown>();
 
   constructor(private readonly ctx: ExecutorContext) {
     const onReleased = (key: string) => this.turns.pass(key);
@@ -136,6 +138,16 @@ export class ItemExecutor {
     }
   }
 
+  /**
+   * The error of a request whose run ended `failed` or `timeout` (its last round's), once: what the
+   * worker fails the queue's job with, so the queue's tools show the job's own error.
+   */
+  takeFailure(request: ExecutionRequest): unknown {
+    const error = this.failures.get(request);
+    this.failures.delete(request);
+    return error;
+  }
+
   /** Gives back a lock taken ahead whose request does not run (stopped while it was held). */
   async unlockAhead(lock: EarlyLock): Promise<void> {
     const { request, hold } = lock;
@@ -156,6 +168,7 @@ export class ItemExecutor {
     /** The misfire mark the current round stands for; deleted only when that round completes. */
     let mark: MisfireMark | undefined;
     let status: ExecutionStatus = 'skipped';
+    this.failures.delete(request);
     for (let round = 0; ; round += 1) {
       let hold: Hold | undefined = round === 0 ? options.lockedAhead?.hold : undefined;
       if (!hold) {
@@ -172,7 +185,10 @@ export class ItemExecutor {
         // A later round skipped is no run: the status stays that of the run this request made.
         if (round === 0) status = skipped;
       } else {
-        ({ status, released } = await this.runHeld(definition, config, current, hold, mark));
+        let error: unknown;
+        ({ status, released, error } = await this.runHeld(definition, config, current, hold, mark));
+        if (status === 'failed' || status === 'timeout') this.failures.set(request, error);
+        else this.failures.delete(request);
       }
       if (status === 'aborted') return status;
       // The release read the mark right after it when it could; otherwise read it now.
@@ -250,7 +266,7 @@ export class ItemExecutor {
     request: ExecutionRequest,
     hold: Hold,
     mark: MisfireMark | undefined,
-  ): Promise<{ status: ExecutionStatus; released: Released }> {
+  ): Promise<{ status: ExecutionStatus; released: Released; error?: unknown }> {
     const failoverMarker = request.source === 'FAILOVER' && (await this.markFailover(request));
     let run: Awaited<ReturnType<HandlerCalls['call']>>;
     try {
@@ -275,7 +291,7 @@ export class ItemExecutor {
       reason = released.unknown ? MAYBE_RECORDED : NOT_RECORDED;
     }
     await this.calls.finish(definition, request, run, status, reason);
-    return { status, released };
+    return { status, released, error: run.outcome.error };
   }
 
   /** `sharding/{i}/failover` tells operators which instance runs a failed-over item. */

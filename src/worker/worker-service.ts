@@ -356,8 +356,14 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       await job.moveToWait(token);
       throw new WaitingError();
     }
-    // Marks the BullMQ job failed, so the queue's own tools show it; the job's errorHandler already ran.
-    if (status === 'failed') throw new ShardcronError(ErrorCodes.EXECUTION_FAILED, `job ${request.job} item ${request.item} failed`, { job: request.job });
+    // Marks the BullMQ job failed with the job's own error, so the queue's tools (Bull Board) show
+    // it; the job's errorHandler already ran. THROW rethrows the error as it is.
+    if (status === 'failed' || status === 'timeout') {
+      const error = this.executor.takeFailure(request);
+      if (definition.errorHandler === 'THROW' && error instanceof Error) throw error;
+      const why = error instanceof Error ? error.message : error === undefined ? status : String(error);
+      throw new ShardcronError(ErrorCodes.EXECUTION_FAILED, `job ${request.job} item ${request.item} ${status === 'timeout' ? 'timed out' : 'failed'}: ${why}`, { job: request.job, item: request.item }, { cause: error });
+    }
     return status;
   }
 

@@ -18,6 +18,7 @@ export function testContext(overrides: Partial<ShardingContext> = {}): ShardingC
     fireTime: 1767225600000,
     source: 'NORMAL',
     instanceId: '127.0.0.1@-@4242',
+    attempt: 1,
     signal: new AbortController().signal,
     assertOwnership: () => {},
     log: silentLogger,

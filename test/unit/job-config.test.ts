@@ -233,10 +233,26 @@ describe('defineJob: shardingStrategy', () => {
 });
 
 describe('defineJob: type', () => {
-  it.each([['DATAFLOW'], ['SCRIPT'], ['HTTP']])('rejects %s as not supported in this version, alone', (type) => {
+  it.each([
+    ['DATAFLOW', ['fetchData', 'processData']],
+    ['SCRIPT', ['script']],
+    ['HTTP', ['http']],
+  ])('requires the fields of a %s job, naming each', (type, fields) => {
     const err = configError(() => defineJob({ name: 'j', type } as unknown as JobDefinition));
+    expect(fieldsOf(err)).toEqual(fields);
+    for (const field of fields) expect(messageFor(err, field)).toContain(`is required for a ${type} job`);
+  });
+
+  it('refuses a field of another type, naming the type it belongs to', () => {
+    const err = configError(() => defineJob({ name: 'j', type: 'SCRIPT', script: { command: ['true'] }, execute, http: { url: 'http://x/' } } as unknown as JobDefinition));
+    expect(fieldsOf(err).sort()).toEqual(['execute', 'http']);
+    expect(messageFor(err, 'http')).toContain('is a HTTP field; this job is SCRIPT');
+  });
+
+  it('refuses an unknown type, listing the four', () => {
+    const err = configError(() => defineJob({ name: 'j', type: 'BATCH', execute } as unknown as JobDefinition));
     expect(fieldsOf(err)).toEqual(['type']);
-    expect(messageFor(err, 'type')).toBe(`job type ${type} is not supported in this version of shardcron; supported: SIMPLE`);
+    expect(messageFor(err, 'type')).toMatch(/SIMPLE.*DATAFLOW.*SCRIPT.*HTTP/);
   });
 });
 
@@ -258,7 +274,9 @@ describe('defineJob: execute, errorHandler, listeners', () => {
   it('accepts an error handler function and rejects anything else', () => {
     const handler = () => {};
     expect(define({ errorHandler: handler }).errorHandler).toBe(handler);
-    expect(messageFor(defineError({ errorHandler: 'THROW' }), 'errorHandler')).toContain("expected 'LOG', 'IGNORE' or a function");
+    expect(define({ errorHandler: 'THROW' }).errorHandler).toBe('THROW');
+    expect(fieldsOf(defineError({ errorHandler: 'PANIC' }))).toEqual(['errorHandler']);
+    expect(fieldsOf(defineError({ errorHandler: 42 }))).toEqual(['errorHandler']);
   });
 
   it('keeps listeners, bound to their object so class-based ones keep `this`', async () => {
@@ -326,7 +344,7 @@ describe('defineJob: result', () => {
 
   it('holds the stored config, which toJobConfig reproduces', () => {
     const job = define({ cron: '0 * * * * ?', description: 'd' });
-    expect(toJobConfig(job)).toEqual(job.config);
+    expect(toJobConfig(job.config)).toEqual(job.config);
     expect(Object.keys(job.config)).toEqual(JOB_CONFIG_FIELDS.filter((f) => f in job.config));
     expect(job.config).not.toHaveProperty('execute');
   });
@@ -358,7 +376,7 @@ describe('jobConfigCodec', () => {
   it('round-trips a config, frozen, with fields in canonical order', () => {
     const config = defineJob({ name: 'billing', cron: '0/5 * * * * ?', shardingTotalCount: 3, failover: true, execute }).config;
     const encoded = jobConfigCodec.encode(config);
-    expect(Object.keys(JSON.parse(encoded.toString()))).toEqual(JOB_CONFIG_FIELDS.filter((f) => f !== 'cron' || config.cron));
+    expect(Object.keys(JSON.parse(encoded.toString()))).toEqual(JOB_CONFIG_FIELDS.filter((f) => (config as unknown as Record<string, unknown>)[f] !== undefined));
     const decoded = jobConfigCodec.decode(encoded, path);
     expect(decoded).toEqual(config);
     expect(Object.isFrozen(decoded)).toBe(true);
@@ -411,10 +429,24 @@ describe('jobConfigCodec', () => {
     expect(decoded).not.toHaveProperty('retryPolicy');
   });
 
-  it('refuses an unsupported type and an unregistered strategy', () => {
-    const err = corruptError(bytes({ name: 'billing', type: 'DATAFLOW', shardingStrategy: 'MINE' })) as ConfigError;
+  it('refuses an unknown type and an unregistered strategy', () => {
+    const err = corruptError(bytes({ name: 'billing', type: 'BATCH', shardingStrategy: 'MINE' })) as ConfigError;
     expect(fieldsOf(err)).toEqual(['type', 'shardingStrategy']);
-    expect(messageFor(err, 'type')).toContain('not supported in this version');
+  });
+
+  it('refuses a SCRIPT config without its script, and a script with a bad command', () => {
+    expect(fieldsOf(corruptError(bytes({ name: 'billing', type: 'SCRIPT' })) as ConfigError)).toEqual(['script']);
+    expect(fieldsOf(corruptError(bytes({ name: 'billing', type: 'SCRIPT', script: { command: [] } })) as ConfigError)).toEqual(['script.command']);
+  });
+
+  it('round-trips the type fields and the policies', () => {
+    const config = jobConfigCodec.decode(
+      bytes({ name: 'billing', type: 'HTTP', http: { url: 'http://127.0.0.1:1/run', method: 'POST' }, timeoutMs: 2000, retry: { attempts: 3, backoffMs: 10 }, errorHandler: 'IGNORE' }),
+      path,
+    );
+    expect(config.http).toMatchObject({ url: 'http://127.0.0.1:1/run', method: 'POST', connectTimeoutMs: 3000 });
+    expect(config.retry).toMatchObject({ attempts: 3, backoffMs: 10 });
+    expect(jobConfigCodec.decode(jobConfigCodec.encode(config), path)).toEqual(config);
   });
 });
 

@@ -1,7 +1,7 @@
 /**
  * The stored job config: the serializable part of a job definition, kept as JSON at `/{job}/config`.
  *
- * Every rule about a job's settings lives here, once: `defineJob` (src/shared/job-definition.ts),
+ * Every rule about a job's settings lives here, once: `defineJob` (src/shared/config/job-definition.ts),
  * {@link parseJobConfig} (API bodies) and {@link jobConfigCodec} (ZooKeeper reads) all validate with
  * the same field schemas and the same cross-field check, so a config that `defineJob` accepts decodes,
  * and a hand-edited node is refused with the same messages a user would see at import time.
@@ -20,26 +20,47 @@ import { z } from 'zod';
 import { jsonCodec, type JsonCodec } from '../codec';
 import { isValidTimeZone, validateCron } from '../cron/cron';
 import { ConfigError, ErrorCodes, ShardcronError, type FieldIssue } from '../errors';
-import { JOB_NAME_PATTERN, isValidJobName } from '../registry/registry-paths';
-import { parseShardingItemParameters } from '../sharding/sharding-item-parameters';
-import { DEFAULT_SHARDING_STRATEGY, listShardingStrategies } from '../sharding/sharding-strategies';
+import { isValidJobName } from '../registry/registry-paths';
 import { toFieldIssues } from '../validation';
+import {
+  booleanField,
+  cronField,
+  expectedValue,
+  integerField,
+  isRecord,
+  itemParametersField,
+  MAX_SHARDING_TOTAL_COUNT,
+  nameField,
+  quote,
+  strategyField,
+  textField,
+  timeZoneField,
+  typeField,
+  whenFieldsValid,
+  withUnknownFieldsRejected,
+  type JobType,
+} from './job-config-fields';
+import { retryField, storedErrorHandlerField, timeoutField, type RetryPolicy, type RetryPolicyInput, type StoredErrorHandler } from './job-policies';
+import {
+  httpSpecSchema,
+  httpSpecShape,
+  MAX_PROCESS_CONCURRENCY,
+  scriptSpecSchema,
+  scriptSpecShape,
+  type HttpSpec,
+  type HttpSpecInput,
+  type ScriptSpec,
+  type ScriptSpecInput,
+} from './job-type-specs';
 
-/** Upper limit of `shardingTotalCount`: one leader tracks every item of every fire. */
-export const MAX_SHARDING_TOTAL_COUNT = 1000;
-
-/** Job types ElasticJob knows. Only {@link SUPPORTED_JOB_TYPES} can be run by this version. */
-export const JOB_TYPES = Object.freeze(['SIMPLE', 'DATAFLOW', 'SCRIPT', 'HTTP'] as const);
-/** One job type name. */
-export type JobType = (typeof JOB_TYPES)[number];
-/** Job types this version runs; the others are refused with a clear error rather than ignored. */
-export const SUPPORTED_JOB_TYPES: readonly JobType[] = Object.freeze(['SIMPLE']);
+export { JOB_TYPES, MAX_SHARDING_TOTAL_COUNT, SUPPORTED_JOB_TYPES, expectedValue, whenFieldsValid, withUnknownFieldsRejected, type JobType } from './job-config-fields';
+export type { RetryPolicy, RetryPolicyInput, StoredErrorHandler } from './job-policies';
 
 /** A job's stored config (`/{job}/config`), defaults applied. Frozen wherever shardcron returns one. */
 export interface JobConfig {
   /** Job name, unique in the namespace: 1-128 characters from `A-Z a-z 0-9 _ -`, starting with a letter or digit ({@link JOB_NAME_PATTERN}). Required. */
   readonly name: string;
-  /** Job type. Default `'SIMPLE'`; `DATAFLOW`, `SCRIPT` and `HTTP` are recognised but not supported in this version. */
+  /** Job type: `SIMPLE` (the default: code), `DATAFLOW` (code: fetch, then process), `SCRIPT` or `HTTP` (data only: creatable by API). */
   readonly type: JobType;
   /**
    * When the job fires: Quartz style (`sec min hour day-of-month month day-of-week [year]`, `?` accepted,
@@ -80,116 +101,43 @@ export interface JobConfig {
   readonly maxTimeDiffSeconds: number;
   /** Minutes between checks that the assignment names live instances: 0 (off) or 1..1440. Default 10. */
   readonly reconcileIntervalMinutes: number;
+  /** SCRIPT: the program to run (required for SCRIPT jobs, refused for others). */
+  readonly script?: ScriptSpec;
+  /** HTTP: the request to make (required for HTTP jobs, refused for others). */
+  readonly http?: HttpSpec;
+  /** DATAFLOW: fetch again until nothing comes (true), or once (false, the default). */
+  readonly streaming?: boolean;
+  /** DATAFLOW: chunks a fetched batch is processed in at once, 1..64. Default 1. */
+  readonly processConcurrency?: number;
+  /** Every type: an attempt running longer than this is aborted and ends as `timeout`. Default: none. */
+  readonly timeoutMs?: number;
+  /** Every type: attempts of one execution on the same instance, with back-off between them. Default: one attempt. */
+  readonly retry?: RetryPolicy;
+  /** Every type: what to do with a failure, as data (`LOG`, `THROW`, `IGNORE`, `{ webhook }`); a function lives in the job's code. Default `LOG`. */
+  readonly errorHandler?: StoredErrorHandler;
+  /** Set when the job's code has once-per-fire listeners (beforeFire/afterFire): the leader then tells each request how many items its fire has. */
+  readonly fireListeners?: boolean;
 }
 
 /** A job config as written by hand or sent to the API: `name` is required, every other field has a default. */
-export type JobConfigInput = Pick<JobConfig, 'name'> & Partial<Omit<JobConfig, 'name'>>;
+export type JobConfigInput = Pick<JobConfig, 'name'> &
+  Partial<Omit<JobConfig, 'name' | 'http' | 'script' | 'retry'>> & {
+    readonly http?: HttpSpecInput;
+    readonly script?: ScriptSpecInput;
+    readonly retry?: RetryPolicyInput;
+  };
 
 /** The stored fields in their canonical order (also the key order of encoded configs). */
 export const JOB_CONFIG_FIELDS = Object.freeze([
   'name', 'type', 'cron', 'timeZone', 'shardingTotalCount', 'shardingItemParameters', 'jobParameter', 'failover',
   'misfire', 'monitorExecution', 'shardingStrategy', 'description', 'disabled', 'overwrite', 'maxTimeDiffSeconds',
-  'reconcileIntervalMinutes',
+  'reconcileIntervalMinutes', 'script', 'http', 'streaming', 'processConcurrency', 'timeoutMs', 'retry', 'errorHandler',
+  'fireListeners',
 ] as const satisfies ReadonlyArray<keyof JobConfig>);
-
-// -------------------------------------------------------------------------------------------------
-// Field schemas: each one carries its own semantic check, so every caller gets it.
-
-const quote = (value: string): string => JSON.stringify(value.length > 140 ? `${value.slice(0, 140)}...` : value);
-
-function describeValue(value: unknown): string {
-  if (typeof value === 'string') return quote(value);
-  if (value === null || typeof value === 'number' || typeof value === 'boolean') return String(value);
-  if (Array.isArray(value)) return 'an array';
-  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
-}
-
-/** zod error map: "is required" for a missing value, else "expected X, got Y". */
-export function expectedValue(what: string) {
-  return (issue: { input?: unknown }): string =>
-    issue.input === undefined ? `is required: expected ${what}` : `expected ${what}, got ${describeValue(issue.input)}`;
-}
-
-function integerField(expected: string, accept: (n: number) => boolean) {
-  return z.number({ error: expectedValue(expected) }).superRefine((n, ctx) => {
-    if (!Number.isInteger(n)) ctx.addIssue({ code: 'custom', message: `${n} is not a whole number; expected ${expected}` });
-    else if (!accept(n)) ctx.addIssue({ code: 'custom', message: `${n} is out of range; expected ${expected}` });
-  });
-}
-
-const booleanField = (fallback: boolean) => z.boolean({ error: expectedValue('true or false') }).default(fallback);
-const textField = () => z.string({ error: expectedValue('a string') }).default('');
-
-const nameField = z.string({ error: expectedValue('a job name') }).superRefine((name, ctx) => {
-  if (!JOB_NAME_PATTERN.test(name)) {
-    ctx.addIssue({
-      code: 'custom',
-      message: `${quote(name)} is not a valid job name: expected 1-128 characters from A-Z a-z 0-9 _ -, starting with a letter or digit`,
-    });
-  }
-});
-
-const typeField = z
-  .enum(JOB_TYPES, {
-    error: (iss) => `${describeValue(iss.input)} is not a job type; expected ${SUPPORTED_JOB_TYPES.join(' or ')}`,
-  })
-  .superRefine((type, ctx) => {
-    if (!SUPPORTED_JOB_TYPES.includes(type)) {
-      ctx.addIssue({
-        code: 'custom',
-        message: `job type ${type} is not supported in this version of shardcron; supported: ${SUPPORTED_JOB_TYPES.join(', ')}`,
-      });
-    }
-  })
-  .default('SIMPLE');
-
-// The expression itself is checked by the cross-field check below: it needs the time zone.
-const cronField = z
-  .string({ error: expectedValue('a cron expression such as "0/5 * * * * ?", or no cron at all for a trigger-only job') })
-  .superRefine((cron, ctx) => {
-    if (cron.trim() === '') ctx.addIssue({ code: 'custom', message: 'is empty: omit cron for a trigger-only job, or give an expression such as "0/5 * * * * ?"' });
-  })
-  .optional();
-
-const timeZoneField = z
-  .string({ error: expectedValue('an IANA time zone such as "UTC" or "Europe/Berlin"') })
-  .superRefine((tz, ctx) => {
-    if (!isValidTimeZone(tz)) {
-      ctx.addIssue({
-        code: 'custom',
-        message: `${quote(tz)} is not an IANA time zone known to this runtime; expected a name such as "UTC", "Europe/Berlin" or "America/New_York" (fixed offsets: "Etc/GMT-2" is UTC+2)`,
-      });
-    }
-  })
-  .default('UTC');
-
-const itemParametersField = z
-  .string({ error: expectedValue('a string of item=value pairs such as "0=A,1=B"') })
-  .superRefine((params, ctx) => {
-    try {
-      parseShardingItemParameters(params);
-    } catch (err) {
-      ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
-    }
-  })
-  .default('');
-
-const strategyField = z
-  .string({ error: expectedValue('a sharding strategy name') })
-  .superRefine((name, ctx) => {
-    if (name === '' || listShardingStrategies().includes(name)) return;
-    ctx.addIssue({
-      code: 'custom',
-      message: `unknown sharding strategy ${quote(name)}; known: ${listShardingStrategies().join(', ')}. Register a custom strategy with registerShardingStrategy() before defining the job or reading its config`,
-    });
-  })
-  // ElasticJob reads an empty strategy type as its default.
-  .transform((name) => (name === '' ? DEFAULT_SHARDING_STRATEGY : name))
-  .default(DEFAULT_SHARDING_STRATEGY);
 
 /**
  * The field schemas of a job config, each with its semantic check. Shared with the job definition
- * schema (src/shared/job-definition.ts); build objects from it with {@link withJobConfigChecks}.
+ * schema (src/shared/config/job-definition.ts); build objects from it with {@link withJobConfigChecks}.
  */
 export const jobConfigShape = {
   name: nameField,
@@ -208,21 +156,15 @@ export const jobConfigShape = {
   overwrite: booleanField(false),
   maxTimeDiffSeconds: integerField('-1 (no check) or an integer from 1 to 3600 (seconds)', (n) => n === -1 || (n >= 1 && n <= 3600)).default(-1),
   reconcileIntervalMinutes: integerField('0 (off) or an integer from 1 to 1440 (minutes)', (n) => n >= 0 && n <= 1440).default(10),
+  script: z.object(scriptSpecShape, { error: expectedValue('an object { command: [program, ...args], env?, cwd?, timeoutMs? }') }).optional(),
+  http: z.object(httpSpecShape, { error: expectedValue('an object { url, method?, headers?, body?, connectTimeoutMs?, readTimeoutMs? }') }).optional(),
+  streaming: z.boolean({ error: expectedValue('true or false') }).optional(),
+  processConcurrency: integerField(`an integer from 1 to ${MAX_PROCESS_CONCURRENCY}`, (n) => n >= 1 && n <= MAX_PROCESS_CONCURRENCY).optional(),
+  timeoutMs: timeoutField.optional(),
+  retry: retryField.optional(),
+  errorHandler: storedErrorHandlerField.optional(),
+  fireListeners: z.boolean({ error: expectedValue('true or false') }).optional(),
 } satisfies Record<(typeof JOB_CONFIG_FIELDS)[number], z.ZodType>;
-
-// -------------------------------------------------------------------------------------------------
-// Checks over the whole object. Each runs only when the fields it reads are valid, so it never
-// reports a follow-on error, and regardless of other fields' errors, so every problem is listed at once.
-
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
-/** zod refinement options: run when the value is an object and none of `fields` has an issue. */
-export function whenFieldsValid(...fields: string[]): { when: (payload: z.core.ParsePayload) => boolean } {
-  return {
-    when: (payload) => isRecord(payload.value) && !payload.issues.some((i) => fields.includes(String(i.path?.[0]))),
-  };
-}
 
 /**
  * Adds the cross-field checks of a job config to an object schema built from {@link jobConfigShape}:
@@ -230,65 +172,39 @@ export function whenFieldsValid(...fields: string[]): { when: (payload: z.core.P
  * expression is still reported).
  */
 export function withJobConfigChecks<T extends z.ZodObject>(schema: T): T {
-  return schema.superRefine((value, ctx) => {
-    const { cron, timeZone } = value as Record<string, unknown>;
-    if (typeof cron !== 'string') return;
-    const zone = typeof timeZone === 'string' && isValidTimeZone(timeZone) ? timeZone : undefined;
-    const problem = validateCron(cron, zone);
-    if (problem !== null) ctx.addIssue({ code: 'custom', path: ['cron'], message: problem });
-  }, whenFieldsValid('cron'));
+  return schema
+    .superRefine((value, ctx) => {
+      const { cron, timeZone } = value as Record<string, unknown>;
+      if (typeof cron !== 'string') return;
+      const zone = typeof timeZone === 'string' && isValidTimeZone(timeZone) ? timeZone : undefined;
+      const problem = validateCron(cron, zone);
+      if (problem !== null) ctx.addIssue({ code: 'custom', path: ['cron'], message: problem });
+    }, whenFieldsValid('cron'))
+    .superRefine((value, ctx) => {
+      // Each type's own fields: required for it, refused for the others (a misplaced field is a mistake).
+      const config = value as Record<string, unknown>;
+      const type = (config.type ?? 'SIMPLE') as JobType;
+      for (const [field, owner] of TYPE_FIELDS) {
+        const given = config[field] !== undefined;
+        if (given && owner !== type) ctx.addIssue({ code: 'custom', path: [field], message: `is a ${owner} field; this job is ${type}` });
+        else if (!given && owner === type && REQUIRED_TYPE_FIELDS.has(field)) {
+          ctx.addIssue({ code: 'custom', path: [field], message: `is required for a ${type} job: ${field === 'script' ? '{ command: [program, ...args] }' : '{ url }'}` });
+        }
+      }
+    }, whenFieldsValid('type'));
 }
 
-/**
- * Did-you-mean for a mistyped field: a case-insensitive match, else the one field the key is a
- * prefix of (`jobParam`), else the closest within edit distance 2.
- */
-function suggestField(key: string, known: readonly string[]): string {
-  const lower = key.toLowerCase();
-  const exact = known.find((k) => k.toLowerCase() === lower);
-  if (exact) return ` (did you mean ${exact}?)`;
-  const extensions = known.filter((k) => k.toLowerCase().startsWith(lower));
-  if (lower.length >= 3 && extensions.length === 1) return ` (did you mean ${extensions[0]}?)`;
-  let best: string | undefined;
-  let bestDistance = 3;
-  for (const k of known) {
-    const d = editDistance(lower, k.toLowerCase());
-    if (d < bestDistance) [best, bestDistance] = [k, d];
-  }
-  return best ? ` (did you mean ${best}?)` : '';
-}
+/** Fields that belong to one job type. */
+const TYPE_FIELDS: ReadonlyArray<readonly [string, JobType]> = [['script', 'SCRIPT'], ['http', 'HTTP'], ['streaming', 'DATAFLOW'], ['processConcurrency', 'DATAFLOW']];
+const REQUIRED_TYPE_FIELDS: ReadonlySet<string> = new Set(['script', 'http']);
 
-function editDistance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const row = [i];
-    for (let j = 1; j <= b.length; j++) row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    prev = row;
-  }
-  return prev[b.length]!;
-}
-
-/**
- * Adds a check to a `z.looseObject` schema that reports every field not in `known`, by name, with
- * a did-you-mean hint (typo protection: a misspelt `shardingTotalcount` would otherwise silently
- * leave the default in place).
- */
-export function withUnknownFieldsRejected<T extends z.ZodObject>(schema: T, known: readonly string[]): T {
-  return schema.superRefine((value, ctx) => {
-    for (const key of Object.keys(value as Record<string, unknown>).filter((k) => !known.includes(k)).sort()) {
-      ctx.addIssue({ code: 'custom', path: [key], message: `unknown field${suggestField(key, known)}; known fields: ${known.join(', ')}` });
-    }
-  }, { when: (payload) => isRecord(payload.value) });
-}
-
-/**
- * The zod schema of a stored job config: input {@link JobConfigInput}, output {@link JobConfig}
- * (defaults applied, `''` strategy read as the default). Unknown fields are dropped, not refused:
- * they may come from a newer version.
- */
 export const jobConfigSchema = withJobConfigChecks(z.object(jobConfigShape)) satisfies z.ZodType<JobConfig, JobConfigInput>;
 
-const strictJobConfigSchema = withUnknownFieldsRejected(withJobConfigChecks(z.looseObject(jobConfigShape)), JOB_CONFIG_FIELDS);
+/** As {@link jobConfigSchema}, but unknown fields are refused, also inside `script`, `http` and `retry` (API bodies). */
+const strictJobConfigSchema = withUnknownFieldsRejected(
+  withJobConfigChecks(z.looseObject({ ...jobConfigShape, script: scriptSpecSchema.optional(), http: httpSpecSchema.optional() })),
+  JOB_CONFIG_FIELDS,
+);
 
 // -------------------------------------------------------------------------------------------------
 // Errors and entry points
@@ -337,7 +253,8 @@ export function parseJobConfig(value: unknown, subject: string, options: ParseJo
   return toJobConfig(result.data as JobConfig);
 }
 
-const storedCodec = jsonCodec(jobConfigSchema, 'job config');
+// The schema's output has mutable arrays where JobConfig's are readonly: the same data.
+const storedCodec = jsonCodec(jobConfigSchema, 'job config') as unknown as JsonCodec<JobConfig>;
 
 /** The job a config path belongs to: the segment before `/config` (`/billing/config`, `/ns/billing/config`). */
 function jobOfPath(path: string): string | undefined {

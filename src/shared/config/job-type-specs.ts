@@ -11,7 +11,7 @@
 import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { z } from 'zod';
 import type { ShardingContext } from './job-definition';
-import { expectedValue, withUnknownFieldsRejected } from './job-config';
+import { expectedValue, withUnknownFieldsRejected } from './job-config-fields';
 
 /** Longest delay a Node timer honours (2^31-1 ms, about 24.8 days); a longer one fires at once. */
 export const MAX_TIMER_MS = 2_147_483_647;
