@@ -10,7 +10,7 @@ import { assertJobName, registryPaths } from '../shared/registry/registry-paths'
 import { sleep, type ZkClient } from '../shared/zk';
 import { conflict, jobNotFound } from './admin-errors';
 import { setJobDisabled } from './job-switches';
-import { removeJobRequests, type QueuedRequestRef } from './queued-requests';
+import { removeJobRequests, type QueuedRequestRef, type RequestRemoval } from './queued-requests';
 
 /** Deletes per multi: well below ZooKeeper's 1 MB request limit with 128-character paths. */
 const DELETES_PER_MULTI = 400;
@@ -91,35 +91,51 @@ export interface RemoveJobResult {
   lockedRequests: QueuedRequestRef[];
 }
 
+type RemovalDeps = { zk: ZkClient; redis: Redis; namespace: string; log: Logger };
+
 /**
- * Removes job `job`: disables it first (so the leader stops firing it while the rest goes), deletes
- * its ZooKeeper subtree, then removes its requests from every queue of the namespace, waiting up to
- * `lockedWaitMs` for those a worker holds. Running it again finishes a removal that stopped half-way.
- * Throws INVALID_CONFIG for a name that cannot be a job, JOB_NOT_FOUND when neither ZooKeeper nor
- * Redis holds anything of it, CONFLICT.
+ * Passes over the queues until one finds nothing a worker holds, a pass at least `settleMs` after
+ * the previous one finding nothing too, or `lockedWaitMs` ran out. The first pass's counts come
+ * back in `first`, for the not-found check.
  */
-export async function removeJob(deps: { zk: ZkClient; redis: Redis; namespace: string; log: Logger }, job: string, options: RemoveJobOptions = {}): Promise<RemoveJobResult> {
-  assertJobName(job, 'job');
-  const { zk, redis, namespace, log } = deps;
-  await setJobDisabled(zk, job, true).catch((err: unknown) => {
-    // An absent or unreadable config does not stop a removal: that is what is being removed.
-    if (!hasCode(err, ErrorCodes.JOB_NOT_FOUND) && !hasCode(err, ErrorCodes.CORRUPT_DATA)) throw err;
-  });
-  const zookeeperNodes = await deleteTree(zk, registryPaths.job(job));
-  log.info({ job, zookeeperNodes }, 'job removed from ZooKeeper');
-  let removedRequests = 0;
+async function removeRequestsUntilSettled({ redis, namespace, log }: RemovalDeps, job: string, options: RemoveJobOptions, first: (pass: RequestRemoval) => void): Promise<RequestRemoval> {
+  let removed = 0;
   const lockedUntil = Date.now() + (options.lockedWaitMs ?? 5_000);
   let settled = false;
   for (let passes = 1; ; passes += 1) {
     const pass = await removeJobRequests(redis, namespace, job, log);
-    removedRequests += pass.removed;
-    if (passes === 1 && zookeeperNodes === 0 && pass.removed === 0 && pass.locked.length === 0) throw jobNotFound(job);
-    if (pass.locked.length === 0 && settled) return { job, zookeeperNodes, removedRequests, lockedRequests: [] };
-    if (pass.locked.length > 0 && Date.now() >= lockedUntil) {
-      log.warn({ job, locked: pass.locked }, 'requests still run by workers were not removed');
-      return { job, zookeeperNodes, removedRequests, lockedRequests: pass.locked };
-    }
+    removed += pass.removed;
+    if (passes === 1) first(pass);
+    if (pass.locked.length === 0 && settled) return { removed, locked: [] };
+    if (pass.locked.length > 0 && Date.now() >= lockedUntil) return { removed, locked: pass.locked };
     await sleep(pass.locked.length > 0 ? 200 : (options.settleMs ?? 1_000));
     settled = pass.locked.length === 0;
   }
+}
+
+/**
+ * Removes job `job`: disables it first (so the leader stops firing it while the rest goes), deletes
+ * its ZooKeeper subtree, removes its requests from every queue of the namespace, waiting up to
+ * `lockedWaitMs` for those a worker holds, then deletes whatever of the subtree came back meanwhile:
+ * a run already under way when the job was removed re-creates its item's nodes when it takes the
+ * item's lock. Running it again finishes a removal that stopped half-way. Throws INVALID_CONFIG for
+ * a name that cannot be a job, JOB_NOT_FOUND when neither ZooKeeper nor Redis holds anything of it,
+ * CONFLICT.
+ */
+export async function removeJob(deps: RemovalDeps, job: string, options: RemoveJobOptions = {}): Promise<RemoveJobResult> {
+  assertJobName(job, 'job');
+  const { zk, log } = deps;
+  await setJobDisabled(zk, job, true).catch((err: unknown) => {
+    // An absent or unreadable config does not stop a removal: that is what is being removed.
+    if (!hasCode(err, ErrorCodes.JOB_NOT_FOUND) && !hasCode(err, ErrorCodes.CORRUPT_DATA)) throw err;
+  });
+  const root = registryPaths.job(job);
+  const deletedFirst = await deleteTree(zk, root);
+  const requests = await removeRequestsUntilSettled(deps, job, options, (pass) => {
+    if (deletedFirst === 0 && pass.removed === 0 && pass.locked.length === 0) throw jobNotFound(job);
+  });
+  const zookeeperNodes = deletedFirst + (await deleteTree(zk, root));
+  if (requests.locked.length > 0) log.warn({ job, locked: requests.locked }, 'requests still run by workers were not removed');
+  log.info({ job, zookeeperNodes, removedRequests: requests.removed }, 'job removed');
+  return { job, zookeeperNodes, removedRequests: requests.removed, lockedRequests: requests.locked };
 }

@@ -62,6 +62,15 @@ async function firesAfter(name: string, after: number, complete: number, count =
   );
 }
 
+/** Every node at `path` and below it (with its data), for assertions that should find none. */
+async function subtree(path: string): Promise<string[]> {
+  const kids = await zk.children(path).catch(() => undefined);
+  if (kids === undefined) return [];
+  const data = await zk.getText(path).catch(() => undefined);
+  const below = await Promise.all(kids.map((kid) => subtree(`${path}/${kid}`)));
+  return [`${path} ${JSON.stringify(data)}`, ...below.flat()];
+}
+
 beforeAll(async () => {
   [zkServer, redisServer] = await Promise.all([startZooKeeper(), startRedis()]);
   cluster = new TestCluster(zkServer, redisServer);
@@ -192,7 +201,8 @@ describe('operating', () => {
     const at = Date.now();
 
     await firesAfter('billing', at + 1_000, 4, 2);
-    expect(await zk.exists(paths.job('reports'))).toBeNull();
+    // What is left under /reports, if anything, says who wrote it back.
+    expect(await subtree(paths.job('reports'))).toEqual([]);
     expect(await zk.children('/')).not.toContain('reports');
     for (const queue of await namespaceQueues(redis, cluster.namespace)) {
       const q = new Queue(queue, { connection: redis, prefix: QUEUE_PREFIX });
