@@ -4,8 +4,11 @@
  */
 import { runDev } from './cli/dev-command';
 import { ExitCode } from './cli/exit-codes';
+import { runInstances } from './cli/instances-command';
 import { processIo, type CliIo } from './cli/io';
+import { runJobs } from './cli/jobs-command';
 import { runPing } from './cli/ping-command';
+import { runServers } from './cli/servers-command';
 import { runStart } from './cli/start-command';
 import { PLANNED_COMMANDS, USAGE } from './cli/usage';
 import { describeEnv } from './shared/config/env-config';
@@ -20,6 +23,12 @@ export async function runCommand(argv: readonly string[], io: CliIo = processIo)
       return runDev(args, io);
     case 'ping':
       return runPing(io);
+    case 'jobs':
+      return runJobs(args, io);
+    case 'servers':
+      return runServers(args, io);
+    case 'instances':
+      return runInstances(args, io);
     case 'env':
       io.out('SHARDCRON_* environment variables (docs/configuration.md):\n');
       io.out(describeEnv());

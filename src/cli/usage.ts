@@ -18,15 +18,24 @@ Commands:
   ping                   Check that ZooKeeper and Redis answer within SHARDCRON_ZK_CONNECT_TIMEOUT_MS
                          (exit 0) or say which one does not (exit 1). For health checks.
   env                    Print every SHARDCRON_* variable with its default and meaning.
+  jobs list              The jobs of the namespace: status, cron, items, instances, next and last fire.
+  jobs show NAME         One job: its status, stored config and each item's status and instance.
+  jobs trigger NAME      Run every enabled item of the job once now (the leader dispatches it).
+  jobs disable|enable NAME [--item I]
+                         Stop or resume firing the job, or only its sharding item I.
+  jobs remove NAME       Delete the job from ZooKeeper and its queued requests from Redis.
+  servers disable|enable IP
+                         Give no items to (or again to) the instances on that IP, in every job.
+  instances              The live worker instances and their jobs.
   help                   Print this text.
 
-Planned (not available yet):
-  jobs list|show|trigger|disable|enable|remove NAME
-                         Inspect and operate jobs.
-  instances              List live worker instances.
+The jobs, servers and instances commands print tables; --json prints the console API's JSON.
+They connect with the SHARDCRON_* variables (3 s to reach ZooKeeper unless
+SHARDCRON_ZK_CONNECT_TIMEOUT_MS says otherwise).
 
-Exit codes: 0 success, 1 failure, 2 invalid environment, jobs module or usage.
+Exit codes: 0 success, 1 failure (a server unreachable, a disabled job triggered), 2 invalid
+environment, jobs module or usage, 3 job, item or server not found.
 Documentation: docs/cli.md, docs/configuration.md, docs/examples.md`;
 
-/** Commands that are planned: named in the help and refused with a clear message. */
-export const PLANNED_COMMANDS: ReadonlySet<string> = new Set(['jobs', 'instances']);
+/** Commands that are planned: named in the help and refused with a clear message. None at the moment. */
+export const PLANNED_COMMANDS: ReadonlySet<string> = new Set<string>();

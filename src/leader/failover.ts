@@ -1,9 +1,8 @@
 import { executionRequestSchema, type ExecutionRequest } from '../shared/registry/execution-request';
 import { failoverIntentCodec, type FailoverIntent } from '../shared/registry/fire-ledger';
-import { Cluster } from 'ioredis';
 import type { RedisClient } from '../shared/redis/redis-connection';
 import type { Logger } from '../shared/logger';
-import { queueMetaKeys } from '../shared/registry/queue-names';
+import { namespaceQueues } from '../shared/redis/namespace-queues';
 import { registryPaths } from '../shared/registry/registry-paths';
 import type { ZkClient } from '../shared/zk';
 import type { JobState } from './fire-dispatcher';
@@ -202,20 +201,10 @@ export class FailoverCoordinator {
 /**
  * This namespace's queues in Redis (BullMQ `prefix`) that no live instance owns: instances that died
  * while no leader was watching. Queue names are `{namespace}.{instanceId}.{session}`; the instance id
- * is recovered from the name (it may contain dots, the session id never does). On a Cluster, SCAN
- * sees one node's keys only, so every primary is scanned (the namespace's keys are all on the one
- * owning its hash tag's slot, wherever resharding has put it).
+ * is recovered from the name (it may contain dots, the session id never does).
  */
 export async function findOrphanedQueues(redis: RedisClient, prefix: string, namespace: string, liveQueues: ReadonlySet<string>): Promise<Array<{ from: string; queue: string }>> {
-  const found = new Set<string>();
-  const keys = queueMetaKeys(prefix, namespace);
-  const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis];
-  for (const node of nodes) {
-    for await (const batch of node.scanStream({ match: keys.pattern, count: 500 }) as AsyncIterable<string[]>) {
-      for (const key of batch) found.add(keys.queueOf(key));
-    }
-  }
-  return [...found]
+  return (await namespaceQueues(redis, prefix, namespace))
     .filter((queue) => !liveQueues.has(queue))
     .map((queue) => ({ from: queue.slice(namespace.length + 1, queue.lastIndexOf('.')), queue }));
 }

@@ -31,6 +31,17 @@ export const ErrorCodes = {
   CLOSED: 'SHARDCRON_CLOSED',
   /** A wait ran past its deadline. */
   TIMEOUT: 'SHARDCRON_TIMEOUT',
+  /** No job of that name in the namespace (or it has no config): the console answers 404. */
+  JOB_NOT_FOUND: 'SHARDCRON_JOB_NOT_FOUND',
+  /** Something else named by an operator does not exist: a sharding item, a server IP, an instance. */
+  NOT_FOUND: 'SHARDCRON_NOT_FOUND',
+  /** The operation is refused because the job is disabled (a manual trigger): enable it first. */
+  JOB_DISABLED: 'SHARDCRON_JOB_DISABLED',
+  /**
+   * The operation collided with concurrent changes and gave up after retrying (a config rewritten
+   * many times meanwhile, nodes that keep appearing under a job being removed); run it again.
+   */
+  CONFLICT: 'SHARDCRON_CONFLICT',
   // ZooKeeper failures, mapped from numeric codes in one place (src/shared/zk/zk-errors.ts).
   ZK_NO_NODE: 'SHARDCRON_ZK_NO_NODE',
   ZK_NODE_EXISTS: 'SHARDCRON_ZK_NODE_EXISTS',

@@ -14,8 +14,10 @@ describe('shardcron help, env and unknown commands', () => {
     const io = fakeIo();
     expect(await runCommand(argv, io)).toBe(0);
     const text = io.stdout.join('\n');
-    for (const command of ['start', 'dev [--workers N] [--no-install] [--ha]', 'ping', 'env', 'help']) expect(text).toContain(`  ${command}`);
-    expect(text).toMatch(/Planned \(not available yet\):\n\s+jobs list\|show\|trigger\|disable\|enable\|remove NAME[\s\S]*instances/);
+    const commands = ['start', 'dev [--workers N] [--no-install] [--ha]', 'ping', 'env', 'jobs list', 'jobs show NAME', 'jobs trigger NAME', 'jobs disable|enable NAME [--item I]', 'jobs remove NAME', 'servers disable|enable IP', 'instances', 'help'];
+    for (const command of commands) expect(text).toContain(`  ${command}`);
+    expect(text).not.toContain('Planned');
+    expect(text).toContain('3 job, item or server not found');
   });
 
   it('an unknown command prints the usage to stderr and exits 2', async () => {
@@ -26,10 +28,42 @@ describe('shardcron help, env and unknown commands', () => {
     expect(io.stdout).toEqual([]);
   });
 
-  it('a planned command says it is not available yet and exits 2', async () => {
+  // Bad usage is refused before anything connects: no server runs here.
+  it.each([
+    [['jobs'], /^shardcron jobs: a subcommand is required$/],
+    [['jobs', 'lst'], /^shardcron jobs: unknown subcommand "lst"$/],
+    [['jobs', 'list', 'extra'], /^shardcron jobs list extra: takes no job name$/],
+    [['jobs', 'show'], /^shardcron jobs show: takes exactly one job name$/],
+    [['jobs', 'show', 'a', 'b'], /^shardcron jobs show a: takes exactly one job name$/],
+    [['jobs', 'show', '../etc'], /^shardcron jobs show \.\.\/etc: Invalid job name:\n  - NAME: "\.\.\/etc" is not a valid job name/],
+    [['jobs', 'disable', 'billing', '--item', 'x'], /^shardcron jobs disable billing: Invalid sharding item:\n  - --item: "x" is not a sharding item number/],
+    [['jobs', 'disable', 'billing', '--item=-1'], /^shardcron jobs disable billing: Invalid sharding item:\n  - --item: "-1" is not a sharding item number/],
+    [['jobs', 'disable', 'billing', '--item'], /^shardcron jobs: Option '--item <value>' argument missing$/],
+    [['jobs', 'trigger', 'billing', '--item', '1'], /^shardcron jobs trigger billing: --item goes with disable and enable only$/],
+    [['jobs', 'list', '--jsn'], /^shardcron jobs: Unknown option '--jsn'$/],
+    [['servers', 'disable'], /^shardcron servers disable: takes exactly one server IP$/],
+    [['servers', 'stop', '10.0.0.1'], /^shardcron servers: unknown subcommand "stop"$/],
+    [['instances', 'all'], /^shardcron instances: takes no arguments$/],
+  ])('%j is bad usage: exit 2 with the reason and the usage', async (argv, reason) => {
     const io = fakeIo();
+    expect(await runCommand(argv, io)).toBe(2);
+    expect(io.stderr[0]).toMatch(reason);
+    expect(io.stderr[1]).toMatch(/^Usage: shardcron (jobs|servers|instances)/);
+    expect(io.stdout).toEqual([]);
+  });
+
+  it.each([['jobs'], ['servers'], ['instances']])('%s --help prints its usage and exits 0', async (command) => {
+    const io = fakeIo();
+    expect(await runCommand([command, '--help'], io)).toBe(0);
+    expect(io.stdout[0]).toMatch(new RegExp(`^Usage: shardcron ${command}`));
+  });
+
+  it('an admin command with an invalid environment names every bad variable and exits 2', async () => {
+    const io = fakeIo({ SHARDCRON_ZK: 'nohost', SHARDCRON_LOG_LEVEL: 'loud' });
     expect(await runCommand(['jobs', 'list'], io)).toBe(2);
-    expect(io.stderr[0]).toMatch(/shardcron jobs: planned, not available in this version yet/);
+    const text = io.stderr.join('\n');
+    expect(text).toMatch(/^shardcron jobs list: Invalid shardcron environment/);
+    for (const name of ['SHARDCRON_ZK', 'SHARDCRON_LOG_LEVEL']) expect(text).toContain(`- ${name}:`);
   });
 
   it('env prints the table of every variable', async () => {

@@ -17,6 +17,11 @@ export interface RedisClientOptions {
   name?: string;
   /** Connect at the first command instead of at once. */
   lazyConnect?: boolean;
+  /**
+   * For short-lived tools (the CLI): commands fail after this many reconnect attempts instead of
+   * waiting for Redis for ever, as a node's must (BullMQ needs that). Unset: wait.
+   */
+  failAfterRetries?: number;
 }
 
 /**
@@ -37,6 +42,11 @@ const reconnectOnReadOnly = (err: Error) => (err.message.startsWith('READONLY') 
 /** What every connection carries, whatever its topology: BullMQ refuses a client without `maxRetriesPerRequest: null`. */
 const BULLMQ_OPTIONS = { maxRetriesPerRequest: null, reconnectOnError: reconnectOnReadOnly } satisfies RedisOptions;
 
+/** The options that make a client give up after `retries` reconnects (see RedisClientOptions.failAfterRetries). */
+function failFast(retries: number) {
+  return { maxRetriesPerRequest: 1, retryStrategy: (attempt: number) => (attempt > retries ? null : reconnectDelay(attempt)) };
+}
+
 /**
  * Creates a client for `target`:
  * - standalone: the URL as it is;
@@ -52,6 +62,7 @@ const BULLMQ_OPTIONS = { maxRetriesPerRequest: null, reconnectOnError: reconnect
 export function createRedisClient(target: RedisTarget, options: RedisClientOptions = {}): RedisClient {
   const parts = redisUrlParts(target);
   const lazyConnect = options.lazyConnect ?? false;
+  const giveUp = options.failAfterRetries === undefined ? undefined : failFast(options.failAfterRetries);
   const credentials = {
     ...(parts.username !== undefined && { username: parts.username }),
     ...(parts.password !== undefined && { password: parts.password }),
@@ -61,11 +72,11 @@ export function createRedisClient(target: RedisTarget, options: RedisClientOptio
   switch (redisTopology(target)) {
     case 'cluster': {
       const clusterOptions: ClusterOptions = {
-        redisOptions: { ...BULLMQ_OPTIONS, ...credentials },
+        redisOptions: { ...BULLMQ_OPTIONS, ...credentials, ...(giveUp && { maxRetriesPerRequest: giveUp.maxRetriesPerRequest }) },
         // CLUSTERDOWN and a failing node during a failover: retry instead of failing the command.
         retryDelayOnFailover: 200,
         retryDelayOnClusterDown: 200,
-        clusterRetryStrategy: reconnectDelay,
+        clusterRetryStrategy: giveUp?.retryStrategy ?? reconnectDelay,
         lazyConnect,
       };
       client = new Cluster(target.clusterNodes!.map((n) => ({ host: n.host, port: n.port })), clusterOptions);
@@ -83,11 +94,12 @@ export function createRedisClient(target: RedisTarget, options: RedisClientOptio
         failoverDetector: true,
         retryStrategy: reconnectDelay,
         lazyConnect,
+        ...giveUp,
       });
       break;
     }
     default:
-      client = new Redis(target.url, { ...BULLMQ_OPTIONS, retryStrategy: reconnectDelay, lazyConnect });
+      client = new Redis(target.url, { ...BULLMQ_OPTIONS, retryStrategy: reconnectDelay, lazyConnect, ...giveUp });
   }
   logConnectionLosses(client, target, options);
   return client;

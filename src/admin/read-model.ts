@@ -1,0 +1,173 @@
+import { ErrorCodes, ShardcronError } from '../shared/errors';
+import { silentLogger, type Logger } from '../shared/logger';
+import { assertJobName, isValidJobName, registryPaths } from '../shared/registry/registry-paths';
+import { ChildrenCache, type ZkClient } from '../shared/zk';
+import { jobNotFound } from './admin-errors';
+import { DataProblems, type DataProblem } from './data-problems';
+import { summarizeInstances, type InstanceSummary } from './instance-summary';
+import { describeJob, summarizeJob, type JobDetail, type JobSummary } from './job-status';
+import { JobWatch } from './job-watch';
+
+/** Default of {@link ReadModelOptions.itemIdleMs}: item watches outlive the last look at a job by this much. */
+export const ITEM_IDLE_MS = 5 * 60_000;
+
+/** Options of {@link ReadModel}. */
+export interface ReadModelOptions {
+  zk: ZkClient;
+  logger?: Logger;
+  /**
+   * Watch only these jobs; any other name answers JOB_NOT_FOUND. For a one-shot reader (the CLI's
+   * `jobs show NAME`) that should not load a whole namespace. Default: every job.
+   */
+  jobs?: readonly string[];
+  /** Item watches of a job whose detail nobody read for this long are dropped; 0 keeps them. Default {@link ITEM_IDLE_MS}. */
+  itemIdleMs?: number;
+  /** Epoch ms now, for next fire times; default Date.now. */
+  clock?: () => number;
+}
+
+/**
+ * What the console and the CLI read: jobs, their status and items, live instances, every answer
+ * computed from watch-backed caches, so a reader polling every second costs ZooKeeper nothing per
+ * poll once the model has started. Changes arrive by watch notification, within one round trip.
+ *
+ * Costs, with J jobs, I live instances per job, S servers per job and N items of the jobs whose
+ * detail was read within {@link ReadModelOptions.itemIdleMs}:
+ * - start: one children read of the namespace root, then per job 5 nodes (config, `instances`,
+ *   `servers`, `leader/sharding/necessary`, `leader/fire`): about 3 + I + S reads per job, at most
+ *   128 in flight per client (the caches' shared limit).
+ * - watches held: 1 on the root + per job 5 + I + S; plus per watched item 1 children watch on
+ *   `sharding/{i}` and 1 data watch per node under it (`instance`, and `running`, `failover`,
+ *   `disabled`, `misfire` while they exist).
+ * - while jobs run: one notification and one read per fire per job (the ledger `leader/fire`);
+ *   per execution of a watched item with monitorExecution, two notifications and one or two reads
+ *   (`running` appears and goes). Instances and servers cost only when they change.
+ * - a job's first {@link getJob}: one read per item and per node under it; then nothing per call.
+ */
+export class ReadModel {
+  private readonly zk: ZkClient;
+  private readonly log: Logger;
+  private readonly only: ReadonlySet<string> | undefined;
+  private readonly itemIdleMs: number;
+  private readonly clock: () => number;
+  private readonly dataProblems = new DataProblems();
+  private readonly watches = new Map<string, JobWatch>();
+  private readonly root: ChildrenCache;
+  private starting: Promise<this> | undefined;
+  private closing: Promise<void> | undefined;
+  private sweeper: NodeJS.Timeout | undefined;
+
+  constructor(options: ReadModelOptions) {
+    this.zk = options.zk;
+    this.log = (options.logger ?? silentLogger).child({ component: 'admin-read-model' });
+    this.only = options.jobs ? new Set(options.jobs) : undefined;
+    this.itemIdleMs = options.itemIdleMs ?? ITEM_IDLE_MS;
+    this.clock = options.clock ?? Date.now;
+    this.root = new ChildrenCache(this.zk, {
+      path: '/',
+      logger: this.log,
+      listeners: { added: ({ name }) => this.addJob(name), removed: ({ name }) => void this.dropJob(name) },
+    });
+  }
+
+  /** Loads every job's nodes and starts watching; idempotent. Reads start it on first use. */
+  start(): Promise<this> {
+    return (this.starting ??= this.doStart());
+  }
+
+  /** Every job with a valid config, sorted by name (`GET /api/jobs`). */
+  async listJobs(): Promise<JobSummary[]> {
+    await this.start();
+    const now = this.clock();
+    const out: JobSummary[] = [];
+    for (const watch of this.sortedWatches()) {
+      const snapshot = watch.snapshot();
+      if (snapshot) out.push(summarizeJob(snapshot, now));
+    }
+    return out;
+  }
+
+  /**
+   * One job with its items (`GET /api/jobs/:name`). Throws INVALID_CONFIG for a name that cannot be a
+   * job, JOB_NOT_FOUND for an unknown job (or one without a config), CORRUPT_DATA naming the config's
+   * path when the job has only ever had an unreadable config.
+   */
+  async getJob(name: string): Promise<JobDetail> {
+    assertJobName(name, 'job');
+    await this.start();
+    const watch = this.watches.get(name);
+    if (!watch) throw jobNotFound(name);
+    await watch.start();
+    const snapshot = watch.snapshot();
+    if (!snapshot) {
+      if (watch.configState === 'absent') throw jobNotFound(name, 'it has no config node');
+      const path = registryPaths.jobConfig(name);
+      const problem = this.dataProblems.get(path);
+      throw new ShardcronError(ErrorCodes.CORRUPT_DATA, problem?.message ?? `Job ${JSON.stringify(name)}: the config at ${path} cannot be read`, { job: name, path });
+    }
+    const now = this.clock();
+    return describeJob(snapshot, await watch.items(now), now);
+  }
+
+  /** Every live instance, with the jobs it is registered for (`GET /api/instances`). */
+  async listInstances(): Promise<InstanceSummary[]> {
+    await this.start();
+    return summarizeInstances(this.sortedWatches().map((watch) => ({ name: watch.name, instances: watch.instances() })));
+  }
+
+  /** Nodes whose data could not be read, each with its path and what is wrong. */
+  problems(): DataProblem[] {
+    return this.dataProblems.list();
+  }
+
+  close(): Promise<void> {
+    return (this.closing ??= this.doClose());
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  private async doStart(): Promise<this> {
+    if (this.closing) throw new ShardcronError(ErrorCodes.CLOSED, 'The read model is closed');
+    await this.root.start();
+    // Jobs the root listed are being loaded (addJob); wait for all of them.
+    await Promise.all([...this.watches.values()].map((watch) => watch.start()));
+    if (this.itemIdleMs > 0) {
+      this.sweeper = setInterval(() => this.releaseIdleItems(), Math.min(this.itemIdleMs, 60_000));
+      this.sweeper.unref();
+    }
+    return this;
+  }
+
+  private sortedWatches(): JobWatch[] {
+    return [...this.watches.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  private addJob(name: string): void {
+    // `.cluster` and anything else that cannot be a job are not jobs.
+    if (this.closing || !isValidJobName(name) || this.watches.has(name) || (this.only && !this.only.has(name))) return;
+    const watch = new JobWatch(this.zk, name, this.dataProblems, this.log);
+    this.watches.set(name, watch);
+    watch.start().catch((err: unknown) => this.log.warn({ err, job: name }, 'could not load job'));
+  }
+
+  private async dropJob(name: string): Promise<void> {
+    const watch = this.watches.get(name);
+    this.watches.delete(name);
+    await watch?.close();
+  }
+
+  private releaseIdleItems(): void {
+    const before = this.clock() - this.itemIdleMs;
+    for (const watch of this.watches.values()) if (watch.watchingItems && watch.itemsReadAt < before) watch.releaseItems();
+  }
+
+  private async doClose(): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper);
+    await this.root.close();
+    const watches = [...this.watches.values()];
+    this.watches.clear();
+    await Promise.allSettled(watches.map((watch) => watch.close()));
+  }
+}
