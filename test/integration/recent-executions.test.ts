@@ -7,7 +7,7 @@ import type { Redis } from 'ioredis';
 import type { RedisServer } from '../../src/dev/redis-server';
 import { RecentExecutionsReader } from '../../src/history/recent-executions-reader';
 import { RecentExecutionsWriter, type RecentExecutionsWriterOptions } from '../../src/history/recent-executions';
-import { createRedisConnection } from '../../src/shared/redis-connection';
+import { createRedisConnection } from '../../src/shared/redis/redis-connection';
 import { recentExecutionsKey } from '../../src/shared/registry/redis-keys';
 import { executionRecord, executionSeries, T0 } from '../helpers/execution-records';
 import { recordHistoryEvents } from '../helpers/history-events';

@@ -4,7 +4,8 @@ import { PgTraceReader } from '../../src/history/trace-reader';
 import { PgTracingWriter } from '../../src/history/pg-tracing';
 import { RecentExecutionsWriter } from '../../src/history/recent-executions';
 import { ConfigError, ErrorCodes } from '../../src/shared/errors';
-import { namespaceKeyPrefix, recentExecutionsKey } from '../../src/shared/registry/redis-keys';
+import { namespaceKeyPrefix } from '../../src/shared/registry/queue-names';
+import { recentExecutionsKey } from '../../src/shared/registry/redis-keys';
 
 /** The fields a ConfigError names. */
 function fieldsOf(run: () => unknown): string[] {
@@ -20,9 +21,9 @@ function fieldsOf(run: () => unknown): string[] {
 
 describe('recent list keys', () => {
   it('share the hash tag of their namespace, so a cluster keeps a namespace in one slot', () => {
-    expect(namespaceKeyPrefix('prod')).toBe('{shardcron:prod}');
-    expect(recentExecutionsKey('prod', 'billing')).toBe('{shardcron:prod}:executions:billing');
-    expect(recentExecutionsKey('prod', 'billing-2')).toMatch(/^\{shardcron:prod\}:/);
+    expect(namespaceKeyPrefix('prod')).toBe('shardcron:{prod}');
+    expect(recentExecutionsKey('prod', 'billing')).toBe('shardcron:{prod}:executions:billing');
+    expect(recentExecutionsKey('prod', 'billing-2')).toMatch(/^shardcron:\{prod\}:/);
   });
 
   it('refuse a job name that is not one, naming the job field', () => {
