@@ -8,6 +8,7 @@ import type { DataProblem } from './data-problems';
 import type { InstanceSummary } from './instance-summary';
 import { removeJob, type RemoveJobOptions, type RemoveJobResult } from './job-removal';
 import type { JobDetail, JobSummary } from './job-status';
+import { createDataJob } from './job-creation';
 import { setItemDisabled, setJobDisabled, type SwitchResult } from './job-switches';
 import { writeTriggerRequest } from './job-trigger';
 import { ReadModel, type ReadModelOptions } from './read-model';
@@ -93,6 +94,16 @@ export class Admin {
   async updateConfig(job: string, update: unknown): Promise<JobConfig> {
     const config = await updateJobConfig(this.zk, job, update);
     this.log.info({ job, fields: typeof update === 'object' && update !== null ? Object.keys(update) : [] }, 'config updated');
+    return config;
+  }
+
+  /**
+   * Stores a SCRIPT or HTTP job given as data (`POST /api/jobs`, `shardcron jobs create`): validated
+   * whole, unknown fields refused; CONFLICT when the name exists. Generic workers run it.
+   */
+  async createJob(body: unknown, options: { requestedBy?: string; subject?: string } = {}): Promise<JobConfig> {
+    const config = await createDataJob(this.zk, body, options.subject ?? 'POST /api/jobs');
+    this.log.info({ job: config.name, type: config.type, requestedBy: options.requestedBy }, 'job created');
     return config;
   }
 

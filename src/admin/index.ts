@@ -6,6 +6,7 @@ export { Admin, type AdminOptions } from './admin';
 export { openAdmin, type OpenAdminOptions } from './admin-connection';
 export { parseItemNumber } from './admin-errors';
 export { applyConfigUpdate } from './config-update';
+export { createDataJob, DATA_JOB_TYPES } from './job-creation';
 export type { DataProblem } from './data-problems';
 export { summarizeInstances, type InstanceSummary } from './instance-summary';
 export type { RemoveJobOptions, RemoveJobResult } from './job-removal';
