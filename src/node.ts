@@ -91,7 +91,8 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
     if (roles.includes('worker')) {
       const jobs = options.jobs ?? [];
       const prefetch = options.prefetch ?? env.prefetch;
-      if (jobs.length === 0) log.warn('worker role without jobs: this node will run nothing');
+      const generic = env.workerGeneric;
+      if (jobs.length === 0 && generic.length === 0) log.warn('worker role without jobs: this node will run nothing (give it a jobs module, or SHARDCRON_WORKER_GENERIC)');
       worker = new WorkerService({
         zk,
         redis,
@@ -103,6 +104,8 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
         ...(prefetch !== undefined && { prefetch }),
         ...(env.consumers !== undefined && { consumers: env.consumers }),
         shutdownGraceMs: options.shutdownGraceMs ?? env.shutdownGraceMs,
+        history: { ...(env.tracingPgUrl !== undefined && { tracingPgUrl: env.tracingPgUrl }) },
+        generic,
         logger: log,
       });
       cleanups.push(() => worker!.close());

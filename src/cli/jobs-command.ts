@@ -1,4 +1,5 @@
-/** `shardcron jobs list|show|trigger|disable|enable|remove`: the admin layer's job operations. */
+/** `shardcron jobs list|show|create|trigger|disable|enable|remove`: the admin layer's job operations. */
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { parseItemNumber, type Admin } from '../admin';
 import { ConfigError } from '../shared/errors';
@@ -12,11 +13,12 @@ import type { CliIo } from './io';
 /** Usage of `shardcron jobs`; kept in step with docs/cli.md. */
 export const JOBS_USAGE = `Usage: shardcron jobs list [--json]
        shardcron jobs show NAME [--json]
+       shardcron jobs create --file JOB.json [--json]
        shardcron jobs trigger NAME [--json]
        shardcron jobs disable|enable NAME [--item I] [--json]
        shardcron jobs remove NAME [--json]`;
 
-const SUBCOMMANDS = ['list', 'show', 'trigger', 'disable', 'enable', 'remove'] as const;
+const SUBCOMMANDS = ['list', 'show', 'create', 'trigger', 'disable', 'enable', 'remove'] as const;
 type Subcommand = (typeof SUBCOMMANDS)[number];
 
 /** Who triggers, kept in the request: `cli:user@host` (the user may be unknown in a container). */
@@ -74,8 +76,31 @@ async function remove(admin: Admin, io: CliIo, job: string, json: boolean): Prom
   return ExitCode.FAILURE;
 }
 
-function run(admin: Admin, io: CliIo, subcommand: Subcommand, job: string, args: AdminArgs): Promise<ExitCode> {
+/** Reads `--file` as JSON before anything connects; a message for the usage error when it cannot be. */
+function readJobFile(file: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new Error(`cannot read --file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new Error(`--file ${file} is not JSON: ${(err as Error).message}`);
+  }
+}
+
+async function create(admin: Admin, io: CliIo, body: unknown, args: AdminArgs): Promise<ExitCode> {
+  const config = await admin.createJob(body, { requestedBy: requester(), subject: `jobs create --file ${args.file}` });
+  print(io, args.json ? jsonLines({ name: config.name, config }) : [`Job ${config.name} created (${config.type}); workers started with SHARDCRON_WORKER_GENERIC run it.`]);
+  return ExitCode.OK;
+}
+
+function run(admin: Admin, io: CliIo, subcommand: Subcommand, job: string, args: AdminArgs, body: unknown): Promise<ExitCode> {
   switch (subcommand) {
+    case 'create':
+      return create(admin, io, body, args);
     case 'list':
       return list(admin, io, args.json);
     case 'show':
@@ -101,18 +126,24 @@ export async function runJobs(argv: readonly string[], io: CliIo): Promise<ExitC
   const subcommand = SUBCOMMANDS.find((s) => s === word);
   if (!subcommand) return usageError(io, 'shardcron jobs', word === undefined ? 'a subcommand is required' : `unknown subcommand "${word}"`, JOBS_USAGE);
   const label = `shardcron jobs ${subcommand}${job === undefined ? '' : ` ${job}`}`;
-  if (subcommand === 'list' ? job !== undefined : job === undefined || extra.length > 0) {
-    return usageError(io, label, subcommand === 'list' ? 'takes no job name' : 'takes exactly one job name', JOBS_USAGE);
+  const nameless = subcommand === 'list' || subcommand === 'create';
+  if (nameless ? job !== undefined : job === undefined || extra.length > 0) {
+    return usageError(io, label, nameless ? 'takes no job name' : 'takes exactly one job name', JOBS_USAGE);
+  }
+  if ((args.file !== undefined) !== (subcommand === 'create')) {
+    return usageError(io, label, subcommand === 'create' ? '--file is required: a JSON file with the job\'s config' : '--file goes with create only', JOBS_USAGE);
   }
   if (args.item !== undefined && subcommand !== 'disable' && subcommand !== 'enable') return usageError(io, label, '--item goes with disable and enable only', JOBS_USAGE);
   // Bad input is refused before connecting to anything.
+  let body: unknown;
   try {
     if (job !== undefined) assertJobName(job, 'NAME');
     if (args.item !== undefined) parseItemNumber(args.item, '--item');
+    if (args.file !== undefined) body = readJobFile(args.file);
   } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    return usageError(io, label, err.message, JOBS_USAGE);
+    if (!(err instanceof ConfigError) && args.file === undefined) throw err;
+    return usageError(io, label, (err as Error).message, JOBS_USAGE);
   }
   // `show` needs one job, not the whole namespace loaded.
-  return withAdmin(io, label, (admin) => run(admin, io, subcommand, job ?? '', args), job !== undefined ? { jobs: [job] } : undefined);
+  return withAdmin(io, label, (admin) => run(admin, io, subcommand, job ?? '', args, body), job !== undefined ? { jobs: [job] } : undefined);
 }

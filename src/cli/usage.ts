@@ -20,6 +20,8 @@ Commands:
   env                    Print every SHARDCRON_* variable with its default and meaning.
   jobs list              The jobs of the namespace: status, cron, items, instances, next and last fire.
   jobs show NAME         One job: its status, stored config and each item's status and instance.
+  jobs create --file JOB.json
+                         Store a SCRIPT or HTTP job defined by data; generic workers run it.
   jobs trigger NAME      Run every enabled item of the job once now (the leader dispatches it).
   jobs disable|enable NAME [--item I]
                          Stop or resume firing the job, or only its sharding item I.

@@ -7,7 +7,8 @@ import { CoalescingRunner } from '../shared/coalescing-runner';
 import { forEachLimited } from '../shared/concurrency';
 import type { JobConfig } from '../shared/config/job-config';
 import type { Logger } from '../shared/logger';
-import { isValidJobName } from '../shared/registry/registry-paths';
+import { ErrorCodes, hasCode } from '../shared/errors';
+import { isValidJobName, registryPaths } from '../shared/registry/registry-paths';
 import { ChildrenCache, type ZkClient } from '../shared/zk';
 import type { FireDispatcher, JobState } from './fire-dispatcher';
 import type { Fence } from './leader-election';
@@ -66,6 +67,10 @@ export class JobRegistry {
     state.needsReshard = true;
     state.reshards = (state.reshards ?? 0) + 1;
     this.deps.log.debug({ job: view.job, reason }, 'resharding at the next fire');
+    // A streaming DATAFLOW run fetches until told to stop: the persistent flag tells its workers a
+    // reshard is pending (ElasticJob's rule), and the next fire's commit deletes it.
+    const config = view.config;
+    if (config?.type === 'DATAFLOW' && config.streaming === true && !view.shardingFlagged) void this.flagReshard(view.job);
     this.deps.reshardNeeded(view.job);
   };
 
@@ -98,6 +103,18 @@ export class JobRegistry {
     this.loading.clear();
     this.unlaid.clear();
     await Promise.allSettled([cache?.close(), ...states.map((s) => s.view.close())]);
+  }
+
+  /** Writes `leader/sharding/necessary` of `job` (idempotent; a failure only delays a streaming run's stop to its end). */
+  private async flagReshard(job: string): Promise<void> {
+    if (!this.deps.isLeader()) return;
+    const path = registryPaths.leaderShardingNecessary(job);
+    try {
+      await this.deps.zk.ensurePath(path.slice(0, path.lastIndexOf('/')));
+      await this.deps.zk.create(path, '');
+    } catch (err) {
+      if (!hasCode(err, ErrorCodes.ZK_NODE_EXISTS)) this.deps.log.warn({ err, job }, 'could not flag the job for resharding');
+    }
   }
 
   /** Lays out `total` item nodes of `job` (in a coalesced run). */

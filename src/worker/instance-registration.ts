@@ -1,5 +1,5 @@
 import * as os from 'node:os';
-import { ErrorCodes, ShardcronError } from '../shared/errors';
+import { ErrorCodes, hasCode, ShardcronError } from '../shared/errors';
 import { instanceInfoCodec, type InstanceInfo, type InstanceState } from '../shared/registry/instance-info';
 import { jobConfigCodec } from '../shared/config/job-config';
 import type { ResolvedJobDefinition } from '../shared/config/job-definition';
@@ -37,10 +37,19 @@ export class InstanceRegistration {
   private current: Incarnation | undefined;
   private readonly previousSessions = new Set<string>();
 
+  /** The jobs registered for: those of the code, then those a generic worker follows (see {@link add}). */
+  private readonly jobs = new Map<string, { definition: ResolvedJobDefinition; fromData: boolean }>();
+
   constructor(
     private readonly zk: ZkClient,
     private readonly options: { namespace: string; instanceId: string; ip: string; jobs: readonly ResolvedJobDefinition[]; log: Logger },
-  ) {}
+  ) {
+    for (const definition of options.jobs) this.jobs.set(definition.name, { definition, fromData: false });
+  }
+
+  private get definitions(): ResolvedJobDefinition[] {
+    return [...this.jobs.values()].map((j) => j.definition);
+  }
 
   get incarnation(): Incarnation | undefined {
     return this.current;
@@ -51,13 +60,34 @@ export class InstanceRegistration {
     const sessionId = this.zk.sessionId;
     if (this.current && this.current.sessionId !== sessionId) this.previousSessions.add(this.current.sessionId);
     const queue = instanceQueueName(this.options.namespace, this.options.instanceId, sessionId);
-    for (const job of this.options.jobs) await this.writeJob(job);
+    for (const { definition, fromData } of this.jobs.values()) await this.writeJob(definition, fromData);
     await this.checkClock();
     const info = this.info(queue);
-    await Promise.all(this.options.jobs.map((job) => this.createInstanceNode(job.name, info)));
+    await Promise.all(this.definitions.map((job) => this.createInstanceNode(job.name, info)));
     this.current = { sessionId, queue };
-    this.options.log.info({ queue, jobs: this.options.jobs.map((j) => j.name) }, 'instance registered');
+    this.options.log.info({ queue, jobs: [...this.jobs.keys()] }, 'instance registered');
     return this.current;
+  }
+
+  /**
+   * Registers for one more job, defined by its stored config (a generic worker's SCRIPT or HTTP
+   * job): its server and instance nodes, never its config, which belongs to whoever stored it (a
+   * config written back here could bring a removed job back).
+   */
+  async add(definition: ResolvedJobDefinition): Promise<void> {
+    this.jobs.set(definition.name, { definition, fromData: true });
+    const current = this.current;
+    if (!current) return;
+    await this.writeJob(definition, true);
+    await this.createInstanceNode(definition.name, this.info(current.queue));
+  }
+
+  /** Stops registering for `job` and deletes its instance node (the leader gives its items to others). */
+  async remove(job: string): Promise<void> {
+    if (!this.jobs.delete(job) || !this.current) return;
+    await this.zk.delete(registryPaths.jobInstance(job, this.options.instanceId)).catch((err) => {
+      if (!hasCode(err, ErrorCodes.ZK_NO_NODE)) throw err;
+    });
   }
 
   /** Marks the instance `draining` (the leader stops giving it items) or `ready` again. */
@@ -67,7 +97,7 @@ export class InstanceRegistration {
     if (!current) return;
     const data = instanceInfoCodec.encode(this.info(current.queue));
     await Promise.all(
-      this.options.jobs.map((job) =>
+      this.definitions.map((job) =>
         this.zk.set(registryPaths.jobInstance(job.name, this.options.instanceId), data).catch((err) =>
           this.options.log.warn({ err, job: job.name }, 'could not update the instance node'),
         ),
@@ -78,18 +108,19 @@ export class InstanceRegistration {
   /** Deletes the instance nodes now (a clean shutdown), so the leader reacts without waiting for expiry. */
   async unregister(): Promise<void> {
     if (!this.current || this.zk.state !== 'connected') return;
-    await Promise.allSettled(this.options.jobs.map((job) => this.zk.delete(registryPaths.jobInstance(job.name, this.options.instanceId))));
+    await Promise.allSettled(this.definitions.map((job) => this.zk.delete(registryPaths.jobInstance(job.name, this.options.instanceId))));
     this.current = undefined;
   }
 
   /** Refuses to register when the clock is off by more than a job's maxTimeDiffSeconds. */
   private async checkClock(): Promise<void> {
-    if (!this.options.jobs.some((j) => j.maxTimeDiffSeconds > 0)) return;
+    const jobs = this.definitions;
+    if (!jobs.some((j) => j.maxTimeDiffSeconds > 0)) return;
     const probe = `${registryPaths.clusterRoot()}/clock`;
     await this.zk.ensurePath(probe);
     const skewMs = await measureClockSkewMs(this.zk, probe);
     this.options.log.info({ skewMs }, 'clock compared with ZooKeeper');
-    assertClockSkew(this.options.jobs, skewMs);
+    assertClockSkew(jobs, skewMs);
   }
 
   private info(queue: string): InstanceInfo {
@@ -104,16 +135,18 @@ export class InstanceRegistration {
     };
   }
 
-  private async writeJob(job: ResolvedJobDefinition): Promise<void> {
-    const configPath = registryPaths.jobConfig(job.name);
-    const data = jobConfigCodec.encode(job.config);
-    await this.zk.ensurePath(registryPaths.job(job.name));
-    try {
-      await this.zk.create(configPath, data);
-    } catch (err) {
-      if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NODE_EXISTS)) throw err;
-      // The stored config wins unless this definition says overwrite (ElasticJob's rule).
-      if (job.overwrite) await this.zk.set(configPath, data);
+  private async writeJob(job: ResolvedJobDefinition, fromData: boolean): Promise<void> {
+    if (!fromData) {
+      const configPath = registryPaths.jobConfig(job.name);
+      const data = jobConfigCodec.encode(job.config);
+      await this.zk.ensurePath(registryPaths.job(job.name));
+      try {
+        await this.zk.create(configPath, data);
+      } catch (err) {
+        if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NODE_EXISTS)) throw err;
+        // The stored config wins unless this definition says overwrite (ElasticJob's rule).
+        if (job.overwrite) await this.zk.set(configPath, data);
+      }
     }
     const serverPath = registryPaths.jobServer(job.name, this.options.ip);
     await this.zk.ensurePath(registryPaths.jobServers(job.name));

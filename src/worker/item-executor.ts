@@ -15,7 +15,7 @@ import type { Logger } from '../shared/logger';
 import type { ExecutionRequest } from '../shared/registry/execution-request';
 import { registryPaths } from '../shared/registry/registry-paths';
 import type { ZkClient } from '../shared/zk';
-import { HandlerCalls, type ExecutionEvent } from './handler-call';
+import { HandlerCalls, type ExecutionEvent, type HandlerCallContext } from './handler-call';
 import { isBusy, itemKey, ItemLocks, type Hold, type ItemLock, type MisfireMark, type Released } from './item-lock';
 import { ItemTurns } from './item-turns';
 import { LocalItemLock } from './local-item-lock';
@@ -53,6 +53,12 @@ export interface ExecutorContext {
   /** The places of the handlers running at once (see HandlerCallContext.handlers). */
   handlers: Semaphore;
   record(event: ExecutionEvent): void;
+  /** Every execution's record, once it ended (the history's input). */
+  onRecord?: HandlerCallContext['onRecord'];
+  /** What executors may ask (a pending reshard). */
+  environment?: HandlerCallContext['environment'];
+  /** Where `{ webhook }` error handlers post. */
+  webhooks?: HandlerCallContext['webhooks'];
 }
 
 /** Options of {@link ItemExecutor.run}. */

@@ -1,10 +1,11 @@
 import { setMaxListeners } from 'node:events';
+import * as os from 'node:os';
 import { DelayedError, WaitingError, Worker, type Job } from 'bullmq';
 import { Semaphore } from '../shared/concurrency';
 import { createRedisClient, type RedisClient } from '../shared/redis/redis-connection';
 import type { RedisTarget } from '../shared/redis/redis-target';
 import { ConfigError, ErrorCodes, ShardcronError, type FieldIssue } from '../shared/errors';
-import { WORKER_BOUNDS } from '../shared/config/env-config';
+import { WORKER_BOUNDS, type GenericJobType } from '../shared/config/env-config';
 import { executionRequestSchema } from '../shared/registry/execution-request';
 import { jobConfigCodec, type JobConfig } from '../shared/config/job-config';
 import type { ResolvedJobDefinition } from '../shared/config/job-definition';
@@ -13,6 +14,11 @@ import { queuePrefix } from '../shared/registry/queue-names';
 import { registryPaths } from '../shared/registry/registry-paths';
 import { TypedEmitter } from '../shared/typed-emitter';
 import { NodeCache, type ZkClient } from '../shared/zk';
+import { PgTracingWriter } from '../history/pg-tracing';
+import { RecentExecutionsWriter } from '../history/recent-executions';
+import type { ExecutionHistoryWriter } from '../history/history-events';
+import { ErrorWebhooks } from './error-webhook';
+import { GenericJobs, type GenericJobsTarget } from './generic-jobs';
 import { InstanceRegistration, type Incarnation } from './instance-registration';
 import { FireAlarm } from './fire-alarm';
 import { ItemExecutor, type ExecutionEvent } from './item-executor';
@@ -75,6 +81,17 @@ export interface WorkerServiceOptions {
   consumers?: number;
   /** On close, how long running executions may take before they are aborted. Default 30000. */
   shutdownGraceMs?: number;
+  /**
+   * Where every execution's record goes besides the events: each job's recent list in Redis (always;
+   * `recentPerJob` records kept, default 1,000) and, with `tracingPgUrl`, ElasticJob's traces in
+   * PostgreSQL. Both are written in batches off the execution path (docs/history.md).
+   */
+  history?: { recentPerJob?: number; tracingPgUrl?: string };
+  /**
+   * Also run every job of the namespace defined by data (SCRIPT, HTTP: created by the API or the
+   * CLI) of these types, with no code of its own (SHARDCRON_WORKER_GENERIC).
+   */
+  generic?: readonly GenericJobType[];
   logger?: Logger;
 }
 
@@ -101,8 +118,16 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private prefetching = true;
   /** Requests taken before their fire time wait for it here, each fire's on one timer. */
   private readonly alarm = new FireAlarm();
-  private readonly definitions: ReadonlyMap<string, ResolvedJobDefinition>;
+  /** The jobs this worker runs: its code's, then the data-defined ones it follows (generic). */
+  private readonly definitions: Map<string, ResolvedJobDefinition>;
+  private generic: GenericJobs | undefined;
+  /** Configs of data-defined jobs no longer followed: a run of one that was under way when it went still reads its config. */
+  private readonly unfollowedConfigs = new Map<string, JobConfig>();
   private readonly configCaches = new Map<string, NodeCache<JobConfig>>();
+  /** `leader/sharding/necessary` of each DATAFLOW job: a streaming run stops fetching once it is set. */
+  private readonly reshardFlags = new Map<string, NodeCache<true>>();
+  private readonly historyWriters: ExecutionHistoryWriter[] = [];
+  private readonly webhooks: ErrorWebhooks;
   private readonly unsubscribe: Array<() => void> = [];
   private connection: RedisClient | undefined;
   private consumers: Worker[] = [];
@@ -122,6 +147,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     this.taking = { ahead: concurrency + prefetch, due: concurrency + Math.min(prefetch, Math.ceil(concurrency / 4)) };
     this.definitions = new Map(options.jobs.map((d) => [d.name, d]));
     this.registration = new InstanceRegistration(options.zk, { ...options, log });
+    this.webhooks = new ErrorWebhooks(log);
     this.executor = new ItemExecutor({
       zk: options.zk,
       instanceId: options.instanceId,
@@ -131,6 +157,11 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       abortSignal: () => this.abortAll.signal,
       handlers: new Semaphore(options.concurrency),
       record: (record) => this.emit(record.event === 'start' ? 'item:started' : 'item:finished', record),
+      onRecord: (record) => {
+        for (const writer of this.historyWriters) writer.append(record);
+      },
+      environment: { reshardingPending: (job) => this.reshardFlags.get(job)?.exists === true },
+      webhooks: this.webhooks,
     });
   }
 
@@ -170,7 +201,11 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       });
       this.configCaches.set(job.name, cache);
     }
+    for (const job of this.options.jobs) {
+      if (job.type === 'DATAFLOW') this.reshardFlags.set(job.name, new NodeCache(zk, { path: registryPaths.leaderShardingNecessary(job.name), decode: () => true as const, logger: this.log }));
+    }
     this.connection = createRedisClient(this.options.redis, { logger: this.log, name: 'worker' });
+    this.startHistory(this.connection);
     this.unsubscribe.push(
       zk.on('suspended', () => void this.pauseConsumers()),
       zk.on('reconnected', () => !this.fencedOut && this.resumeConsumers()),
@@ -178,10 +213,53 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       zk.on('session:renewed', () => void this.startIncarnation().catch((err) => this.log.error({ err }, 'could not register again'))),
     );
     await this.startIncarnation();
-    await Promise.all([...this.configCaches.values()].map((c) => c.start()));
+    await Promise.all([...this.configCaches.values(), ...this.reshardFlags.values()].map((c) => c.start()));
+    if (this.options.generic && this.options.generic.length > 0) {
+      this.generic = new GenericJobs(zk, this.options.generic, this.genericTarget(), this.log);
+      await this.generic.start();
+    }
     this.watchdog = setInterval(() => this.checkOwnership(), 100);
     this.watchdog.unref();
     return this;
+  }
+
+  /** The jobs defined by data this worker runs now (generic workers); sorted. */
+  get genericJobs(): string[] {
+    return this.generic?.names() ?? [];
+  }
+
+  /** How the generic-jobs follower adds, updates and drops the jobs it runs. */
+  private genericTarget(): GenericJobsTarget {
+    return {
+      definedByCode: (job) => this.configCaches.has(job),
+      follow: async (definition) => {
+        const isNew = !this.definitions.has(definition.name);
+        // Replaced as a whole: each run reads the config of the definition current when it starts.
+        this.definitions.set(definition.name, definition);
+        this.unfollowedConfigs.delete(definition.name);
+        if (isNew) await this.registration.add(definition);
+      },
+      unfollow: async (job) => {
+        const definition = this.definitions.get(job);
+        if (definition) this.unfollowedConfigs.set(job, definition.config);
+        this.definitions.delete(job);
+        this.executor.forgetJob(job);
+        await this.registration.remove(job);
+      },
+    };
+  }
+
+  /** The history writers every record goes to (see WorkerServiceOptions.history). */
+  private startHistory(connection: RedisClient): void {
+    const { history = {}, namespace, ip } = this.options;
+    this.historyWriters.push(new RecentExecutionsWriter({ redis: connection, namespace, logger: this.log, ...(history.recentPerJob !== undefined && { keepPerJob: history.recentPerJob }) }));
+    if (history.tracingPgUrl !== undefined) {
+      const tracing = new PgTracingWriter({ connectionString: history.tracingPgUrl, hostname: os.hostname(), ip, logger: this.log });
+      // Not awaited: a database that does not answer must not keep the worker from starting (the
+      // tables are created before the first batch once it answers).
+      void tracing.start();
+      this.historyWriters.push(tracing);
+    }
   }
 
   /**
@@ -267,7 +345,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
 
   /** A job's config as ZooKeeper has it, or as defined until it was read. */
   private jobConfig(job: string): JobConfig {
-    return this.configCaches.get(job)?.value ?? this.definitions.get(job)!.config;
+    return this.configCaches.get(job)?.value ?? this.definitions.get(job)?.config ?? this.unfollowedConfigs.get(job)!;
   }
 
   /** Consumer `i`'s part of `total` over `count` consumers, as even as it goes (10 over 3: 4, 3, 3), at least 1. */
@@ -393,8 +471,11 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       }
       clearTimeout(timer);
     }
+    await this.generic?.close();
     await this.registration.unregister().catch(() => undefined);
-    await Promise.allSettled([...this.configCaches.values()].map((c) => c.close()));
+    await Promise.allSettled([...this.configCaches.values(), ...this.reshardFlags.values()].map((c) => c.close()));
+    // What the runs recorded is written before the connection it goes through closes.
+    await Promise.allSettled(this.historyWriters.map((w) => w.close()));
     await this.connection?.quit().catch(() => undefined);
     this.removeAllListeners();
   }

@@ -14,7 +14,7 @@ describe('shardcron help, env and unknown commands', () => {
     const io = fakeIo();
     expect(await runCommand(argv, io)).toBe(0);
     const text = io.stdout.join('\n');
-    const commands = ['start', 'dev [--workers N] [--no-install] [--ha]', 'ping', 'env', 'jobs list', 'jobs show NAME', 'jobs trigger NAME', 'jobs disable|enable NAME [--item I]', 'jobs remove NAME', 'servers disable|enable IP', 'instances', 'help'];
+    const commands = ['start', 'dev [--workers N] [--no-install] [--ha]', 'ping', 'env', 'jobs list', 'jobs show NAME', 'jobs create --file JOB.json', 'jobs trigger NAME', 'jobs disable|enable NAME [--item I]', 'jobs remove NAME', 'servers disable|enable IP', 'instances', 'help'];
     for (const command of commands) expect(text).toContain(`  ${command}`);
     expect(text).not.toContain('Planned');
     expect(text).toContain('3 job, item or server not found');
@@ -41,6 +41,11 @@ describe('shardcron help, env and unknown commands', () => {
     [['jobs', 'disable', 'billing', '--item'], /^shardcron jobs: Option '--item <value>' argument missing$/],
     [['jobs', 'trigger', 'billing', '--item', '1'], /^shardcron jobs trigger billing: --item goes with disable and enable only$/],
     [['jobs', 'list', '--jsn'], /^shardcron jobs: Unknown option '--jsn'$/],
+    [['jobs', 'create'], /^shardcron jobs create: --file is required: a JSON file with the job's config$/],
+    [['jobs', 'create', 'nightly', '--file', 'job.json'], /^shardcron jobs create nightly: takes no job name$/],
+    [['jobs', 'trigger', 'billing', '--file', 'job.json'], /^shardcron jobs trigger billing: --file goes with create only$/],
+    [['jobs', 'create', '--file', '/nonexistent/job.json'], /^shardcron jobs create: cannot read --file \/nonexistent\/job\.json: ENOENT$/],
+    [['jobs', 'create', '--file', __filename], /^shardcron jobs create: --file .*cli-commands\.test\.ts is not JSON: /],
     [['servers', 'disable'], /^shardcron servers disable: takes exactly one server IP$/],
     [['servers', 'stop', '10.0.0.1'], /^shardcron servers: unknown subcommand "stop"$/],
     [['instances', 'all'], /^shardcron instances: takes no arguments$/],
