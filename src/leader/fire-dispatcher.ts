@@ -24,6 +24,10 @@ export interface JobState {
    * three processes started together had not joined 9 s later).
    */
   reshards?: number;
+  /** Streaming DATAFLOW jobs: whether the leader flagged a pending reshard (`leader/sharding/necessary`, see JobRegistry). */
+  streamFlagged?: boolean;
+  /** The leader's writes and deletes of that flag, in order. */
+  streamFlagOps?: Promise<void>;
   /** Whether the ledger node exists (created once, then only set). */
   ledgerReady: boolean;
   /** Items whose `sharding/{i}/instance` node is known to exist; made at the first reshard. */
@@ -41,6 +45,8 @@ export interface FirePlan {
   assignment: Assignment;
   clearFlag: boolean;
   requests: Map<string, ExecutionRequest[]>;
+  /** Whether the plan computed the assignment anew (a reshard, whether or not items moved). */
+  resharded: boolean;
   /** The job's {@link JobState.reshards} when the plan was made. */
   reshards: number;
 }
@@ -76,6 +82,7 @@ export class FireDispatcher {
     const eligibleIds = new Set(eligible.map((i) => i.instanceId));
     let assignment = state.assignment;
     let changed: number[] = [];
+    let resharded = false;
     const flagged = view.shardingFlagged;
     if (state.needsReshard || flagged || !assignment || !assignmentStillValid(assignment, config.shardingTotalCount, eligibleIds)) {
       const next = computeAssignment({
@@ -87,6 +94,7 @@ export class FireDispatcher {
       });
       changed = changedItems(assignment, next);
       assignment = next;
+      resharded = true;
       this.log.info({ job: config.name, assignment, changed }, 'resharded');
     }
     const { requests, dispatched, queues } = fireRequests({
@@ -106,6 +114,7 @@ export class FireDispatcher {
       changed,
       assignment,
       clearFlag: flagged,
+      resharded,
       requests,
       reshards,
     };

@@ -53,6 +53,8 @@ export interface FireLoopDeps {
   /** Changes with every change of leadership: work of an earlier one is left to the next leader. */
   generation(): number;
   events: FireLoopEvents;
+  /** A plan that resharded `job` landed (see JobRegistry.resharded). */
+  resharded(job: string, reshards: number): void;
 }
 
 /** The ticks of one leader. */
@@ -195,6 +197,7 @@ export class FireLoop {
       state.assignment = plan.assignment;
       // A trigger that came while the plan was made still counts: the next fire reshards again.
       if ((state.reshards ?? 0) === plan.reshards) state.needsReshard = false;
+      if (plan.resharded) this.deps.resharded(plan.job, plan.reshards);
     }
     const before = this.deps.lead.adapt(this.deps.clock.now() - started);
     if (before !== undefined) this.deps.log.debug({ from: before, to: this.deps.lead.ms }, 'dispatch lead changed');

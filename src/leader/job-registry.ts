@@ -64,13 +64,20 @@ export class JobRegistry {
   private readonly onViewReshard: JobViewListener<'reshard:needed'> = ({ reason }, view) => {
     const state = this.jobs.get(view.job);
     if (state?.view !== view) return;
+    const config = view.config;
+    const streaming = config?.type === 'DATAFLOW' && config.streaming === true;
+    // The flag of a streaming job is this leader's own (below): its reason is counted already, and
+    // the event of its write can come after the reshard it asked for. The next plan sees any flag.
+    if (reason === 'sharding flag set' && streaming) return;
     state.needsReshard = true;
     state.reshards = (state.reshards ?? 0) + 1;
     this.deps.log.debug({ job: view.job, reason }, 'resharding at the next fire');
     // A streaming DATAFLOW run fetches until told to stop: the persistent flag tells its workers a
-    // reshard is pending (ElasticJob's rule), and the next fire's commit deletes it.
-    const config = view.config;
-    if (config?.type === 'DATAFLOW' && config.streaming === true && !view.shardingFlagged) void this.flagReshard(view.job);
+    // reshard is pending (ElasticJob's rule); the reshard that follows deletes it.
+    if (streaming && !state.streamFlagged) {
+      state.streamFlagged = true;
+      this.flagOp(state, 'create');
+    }
     this.deps.reshardNeeded(view.job);
   };
 
@@ -105,16 +112,41 @@ export class JobRegistry {
     await Promise.allSettled([cache?.close(), ...states.map((s) => s.view.close())]);
   }
 
-  /** Writes `leader/sharding/necessary` of `job` (idempotent; a failure only delays a streaming run's stop to its end). */
-  private async flagReshard(job: string): Promise<void> {
-    if (!this.deps.isLeader()) return;
+  /**
+   * A fire or trigger planned at `reshards` resharded `job` and its plan landed: the streaming flag
+   * written for the reshard goes, unless a new reason came since (then the next fire reshards again,
+   * and the flag must keep telling the runs). A fire's plan deletes a flag it saw in its own commit;
+   * this covers the flag whose write the plan did not see yet.
+   */
+  resharded(job: string, reshards: number): void {
+    const state = this.jobs.get(job);
+    if (!state?.streamFlagged || (state.reshards ?? 0) !== reshards) return;
+    state.streamFlagged = false;
+    this.flagOp(state, 'delete');
+  }
+
+  /**
+   * Creates or deletes `leader/sharding/necessary` of the job, after the job's earlier flag writes
+   * (so a delete never overtakes the create it undoes). Idempotent; a failure only delays a
+   * streaming run's stop to the end of its fetches.
+   */
+  private flagOp(state: JobState, op: 'create' | 'delete'): void {
+    const { job } = state.view;
     const path = registryPaths.leaderShardingNecessary(job);
-    try {
-      await this.deps.zk.ensurePath(path.slice(0, path.lastIndexOf('/')));
-      await this.deps.zk.create(path, '');
-    } catch (err) {
-      if (!hasCode(err, ErrorCodes.ZK_NODE_EXISTS)) this.deps.log.warn({ err, job }, 'could not flag the job for resharding');
-    }
+    const run = async (): Promise<void> => {
+      if (!this.deps.isLeader()) return;
+      try {
+        if (op === 'create') {
+          await this.deps.zk.ensurePath(path.slice(0, path.lastIndexOf('/')));
+          await this.deps.zk.create(path, '');
+        } else {
+          await this.deps.zk.delete(path);
+        }
+      } catch (err) {
+        if (!hasCode(err, op === 'create' ? ErrorCodes.ZK_NODE_EXISTS : ErrorCodes.ZK_NO_NODE)) this.deps.log.warn({ err, job, op }, 'could not write the resharding flag');
+      }
+    };
+    state.streamFlagOps = (state.streamFlagOps ?? Promise.resolve()).then(run);
   }
 
   /** Lays out `total` item nodes of `job` (in a coalesced run). */

@@ -160,6 +160,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
         dispatched: (event) => this.emit('fire:dispatched', event),
         skipped: (event) => this.emit('fire:skipped', event),
       },
+      resharded: (job, reshards) => this.registry.resharded(job, reshards),
     });
     this.triggers = new TriggerDispatcher({
       zk: options.zk,
@@ -171,6 +172,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       election: this.election,
       clock: this.clock,
       onDispatched: (event) => this.emit('trigger:dispatched', event),
+      resharded: (job, reshards) => this.registry.resharded(job, reshards),
     });
     this.reconcile = new RedisReconcile({
       queues: this.queues,

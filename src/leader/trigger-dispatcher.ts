@@ -41,6 +41,8 @@ export interface TriggerDispatcherDeps {
   election: LeaderElection;
   clock: Clock;
   onDispatched(event: TriggerDispatched): void;
+  /** A trigger's plan landed (see JobRegistry.resharded). */
+  resharded(job: string, reshards: number): void;
 }
 
 /** The leader's handling of manual triggers. */
@@ -133,6 +135,7 @@ export class TriggerDispatcher {
         throw err;
       }
       requests = plan.requests;
+      if (plan.resharded) this.deps.resharded(job, plan.reshards);
     }
     await this.deps.queues.enqueue(requests);
     const items = [...requests.values()].reduce((n, list) => n + list.length, 0);
