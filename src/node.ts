@@ -104,7 +104,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
         ...(prefetch !== undefined && { prefetch }),
         ...(env.consumers !== undefined && { consumers: env.consumers }),
         shutdownGraceMs: options.shutdownGraceMs ?? env.shutdownGraceMs,
-        history: { ...(env.tracingPgUrl !== undefined && { tracingPgUrl: env.tracingPgUrl }) },
+        history: { recentPerJob: env.historyRecent, ...(env.tracingPgUrl !== undefined && { tracingPgUrl: env.tracingPgUrl }) },
         generic,
         logger: log,
       });

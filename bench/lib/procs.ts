@@ -193,6 +193,8 @@ export interface ShardcronNodeOptions {
   jobs?: readonly ShardcronJobGroup[];
   /** Messages to send per occurrence: `start` (item starts), `fire` (dispatches). */
   events?: readonly ('start' | 'fire')[];
+  /** false: no recent list in Redis (SHARDCRON_HISTORY_RECENT=0), to measure what writing it costs. */
+  history?: boolean;
 }
 
 export function spawnShardcron(group: ProcessGroup, o: ShardcronNodeOptions, readyTimeoutMs?: number): Promise<BenchProcess> {
@@ -210,6 +212,7 @@ export function spawnShardcron(group: ProcessGroup, o: ShardcronNodeOptions, rea
     BENCH_SHARDCRON_CODE: SHARDCRON_CODE,
     BENCH_JOBS: JSON.stringify(o.jobs ?? []),
     BENCH_EVENTS: (o.events ?? []).join(','),
+    ...(o.history === false && { SHARDCRON_HISTORY_RECENT: '0' }),
     ...(process.env.BENCH_HEAP_GROWTH_PERCENT !== undefined && { SHARDCRON_HEAP_GROWTH_PERCENT: process.env.BENCH_HEAP_GROWTH_PERCENT }),
     ...(process.env.BENCH_PREFETCH !== undefined && { SHARDCRON_PREFETCH: process.env.BENCH_PREFETCH }),
     // As the Docker image runs shardcron (see the Dockerfile); BENCH_MALLOC_ARENA_MAX=glibc leaves glibc's default.

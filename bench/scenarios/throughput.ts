@@ -40,6 +40,8 @@ export interface ThroughputRun {
   system: 'shardcron' | 'bullmq';
   workers: number;
   monitorExecution?: boolean;
+  /** false: shardcron without its recent list in Redis (the history's cost is the difference). */
+  history?: boolean;
   concurrency: number;
   /** The unmeasured warm-up round; for shardcron the first fire after the workers joined (a reshard). */
   warmup: ThroughputRound;
@@ -100,20 +102,20 @@ async function waitFinished(procs: readonly BenchProcess[], from: number, total:
   }
 }
 
-async function shardcron(ctx: BenchContext, services: Services, workers: number, monitorExecution: boolean): Promise<Contender> {
+async function shardcron(ctx: BenchContext, services: Services, workers: number, monitorExecution: boolean, history = true): Promise<Contender> {
   const group = new ProcessGroup();
   const namespace = ctx.unique('tp');
   const base = { zk: services.zk.connectionString, redisUrl: services.redis.url, namespace };
   const spec = [{ prefix: 'tp', count: JOBS, items: ITEMS, monitorExecution, cron: cronAt(Date.now() + 12 * 3600_000) }];
   const zk = await benchZkClient(services.zk.connectionString, namespace);
   const procs = await Promise.all(
-    Array.from({ length: workers }, (_, i) => spawnShardcron(group, { ...base, instanceId: `worker-${i + 1}`, roles: 'worker', concurrency: CONCURRENCY, jobs: spec }, 120_000)),
+    Array.from({ length: workers }, (_, i) => spawnShardcron(group, { ...base, instanceId: `worker-${i + 1}`, roles: 'worker', concurrency: CONCURRENCY, jobs: spec, history }, 120_000)),
   );
   const leader = await spawnShardcron(group, { ...base, instanceId: 'leader-1', roles: 'scheduler' });
   await waitUntil(() => leader.events('elected').length > 0, 60_000, 'leader elected');
   let rounds = 0;
   return {
-    run: { system: 'shardcron', workers, monitorExecution, concurrency: CONCURRENCY },
+    run: { system: 'shardcron', workers, monitorExecution, history, concurrency: CONCURRENCY },
     async round() {
       const fire = nextWholeSecond(2_000);
       await setCron(zk, jobNames(spec), cronAt(fire));
@@ -226,12 +228,14 @@ export async function runThroughput(ctx: BenchContext): Promise<ThroughputResult
     try {
       contenders.push(await bullmq(ctx, services, workers), await shardcron(ctx, services, workers, false));
       if (!quick || workers === 2) contenders.push(await shardcron(ctx, services, workers, true));
+      // What the recent list in Redis costs: the same workers with it and without it, side by side.
+      if (workers === 2) contenders.push(await shardcron(ctx, services, workers, false, false));
       const results = contenders.map(() => [] as ThroughputRound[]);
       for (let k = 0; k <= rounds; k += 1) {
         for (const [i, c] of contenders.entries()) {
           const r = await c.round();
           results[i].push(r);
-          const label = c.run.system === 'bullmq' ? 'BullMQ' : `shardcron monitorExecution=${c.run.monitorExecution ? 'on' : 'off'}`;
+          const label = c.run.system === 'bullmq' ? 'BullMQ' : `shardcron monitorExecution=${c.run.monitorExecution ? 'on' : 'off'}${c.run.history === false ? ' history=off' : ''}`;
           ctx.log(`  ${label} round ${k}${k === 0 ? ' (warm-up)' : ''}: ${r.perSecond}/s, first start +${r.firstStartMs} ms, last finish +${r.lastFinishMs} ms` +
             (r.addBulkMs === undefined ? `, ZK writes ${r.zkWriteOps}` : `, addBulk ${r.addBulkMs} ms`));
         }

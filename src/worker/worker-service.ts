@@ -82,8 +82,8 @@ export interface WorkerServiceOptions {
   /** On close, how long running executions may take before they are aborted. Default 30000. */
   shutdownGraceMs?: number;
   /**
-   * Where every execution's record goes besides the events: each job's recent list in Redis (always;
-   * `recentPerJob` records kept, default 1,000) and, with `tracingPgUrl`, ElasticJob's traces in
+   * Where every execution's record goes besides the events: each job's recent list in Redis
+   * (`recentPerJob` records kept, default 1,000; 0: no list) and, with `tracingPgUrl`, ElasticJob's traces in
    * PostgreSQL. Both are written in batches off the execution path (docs/history.md).
    */
   history?: { recentPerJob?: number; tracingPgUrl?: string };
@@ -252,7 +252,9 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   /** The history writers every record goes to (see WorkerServiceOptions.history). */
   private startHistory(connection: RedisClient): void {
     const { history = {}, namespace, ip } = this.options;
-    this.historyWriters.push(new RecentExecutionsWriter({ redis: connection, namespace, logger: this.log, ...(history.recentPerJob !== undefined && { keepPerJob: history.recentPerJob }) }));
+    if (history.recentPerJob !== 0) {
+      this.historyWriters.push(new RecentExecutionsWriter({ redis: connection, namespace, logger: this.log, ...(history.recentPerJob !== undefined && { keepPerJob: history.recentPerJob }) }));
+    }
     if (history.tracingPgUrl !== undefined) {
       const tracing = new PgTracingWriter({ connectionString: history.tracingPgUrl, hostname: os.hostname(), ip, logger: this.log });
       // Not awaited: a database that does not answer must not keep the worker from starting (the

@@ -258,6 +258,13 @@ const cases: VariableCase[] = [
     invalid: [['mysql://db/x', 'scheme "mysql" is not supported'], ['not a url', 'is not a valid URL']],
   },
   {
+    name: 'SHARDCRON_HISTORY_RECENT',
+    read: (c) => c.historyRecent,
+    defaultValue: 1000,
+    valid: [['0', 0], ['50', 50], ['1000000', 1_000_000]],
+    invalid: [['-1', 'is negative'], ['1000001', 'out of range'], ['many', 'not a decimal integer']],
+  },
+  {
     name: 'SHARDCRON_WORKER_GENERIC',
     read: (c) => c.workerGeneric,
     defaultValue: [],
@@ -357,6 +364,7 @@ describe('loadEnvConfig', () => {
       roles: ['scheduler', 'worker', 'console'],
       concurrency: 10,
       ops: { host: '127.0.0.1', port: 8080 },
+      historyRecent: 1000,
       workerGeneric: [],
       logLevel: 'info',
       shutdownGraceMs: 30000,

@@ -84,6 +84,8 @@ export interface ShardcronEnvConfig {
   readonly ops: { readonly host: string; readonly port: number; readonly token?: string; readonly readToken?: string };
   /** PostgreSQL of the execution history (ElasticJob's traces); unset: no traces. */
   readonly tracingPgUrl?: string;
+  /** Executions kept per job in the recent list in Redis; 0: none (SHARDCRON_HISTORY_RECENT). */
+  readonly historyRecent: number;
   /** The API-defined job types this worker runs for every job of the namespace (SHARDCRON_WORKER_GENERIC). */
   readonly workerGeneric: readonly GenericJobType[];
   readonly logLevel: LogLevel;
@@ -167,6 +169,8 @@ export const ENV_VARIABLES = Object.freeze([
     'A read-only console token (Bearer): reads the API, the dashboard and Bull Board, changes nothing. At least 16 characters, other than SHARDCRON_OPS_TOKEN.'),
   variable('SHARDCRON_TRACING_PG_URL', undefined,
     'PostgreSQL of the execution history, `postgres://user:password@host:port/db`: ElasticJob\'s job_execution_log and job_status_trace_log, created on start (docs/history.md). Unset: the recent executions in Redis only.'),
+  variable('SHARDCRON_HISTORY_RECENT', '1000',
+    'Executions each job keeps in its recent list in Redis (what the console and `GET /api/jobs/:name/executions` show first), 0-1000000; 0: none kept.'),
   variable('SHARDCRON_WORKER_GENERIC', undefined,
     'API-defined job types this worker runs for every such job of the namespace, with no code of its own: `script`, `http` or `script,http`.'),
   variable('SHARDCRON_LOG_LEVEL', 'info',
@@ -235,6 +239,7 @@ const shape = {
   SHARDCRON_OPS_TOKEN: optional(parseOpsToken),
   SHARDCRON_OPS_READ_TOKEN: optional(parseOpsToken),
   SHARDCRON_TRACING_PG_URL: optional(parsePostgresUrl),
+  SHARDCRON_HISTORY_RECENT: withDefault('SHARDCRON_HISTORY_RECENT', integer(0, 1_000_000, ' (executions per job)')),
   SHARDCRON_WORKER_GENERIC: optional(subsetOf(GENERIC_JOB_TYPES, 'job type')),
   SHARDCRON_LOG_LEVEL: withDefault('SHARDCRON_LOG_LEVEL', oneOf(LOG_LEVELS, 'log level')),
   SHARDCRON_SHUTDOWN_GRACE_MS: withDefault('SHARDCRON_SHUTDOWN_GRACE_MS', integer(0, 3_600_000, ' (milliseconds)')),
@@ -339,6 +344,7 @@ export const envSchema = z.preprocess(
       env.SHARDCRON_REDIS_SENTINEL_NAME !== undefined && { redisSentinel: { sentinels: env.SHARDCRON_REDIS_SENTINELS, name: env.SHARDCRON_REDIS_SENTINEL_NAME } }),
     ops: { host: env.SHARDCRON_OPS_HOST, port: env.SHARDCRON_OPS_PORT, ...(token !== undefined && { token }), ...(readToken !== undefined && { readToken }) },
     ...(env.SHARDCRON_TRACING_PG_URL !== undefined && { tracingPgUrl: env.SHARDCRON_TRACING_PG_URL }),
+    historyRecent: env.SHARDCRON_HISTORY_RECENT,
     workerGeneric: env.SHARDCRON_WORKER_GENERIC ?? [],
     logLevel: env.SHARDCRON_LOG_LEVEL,
     shutdownGraceMs: env.SHARDCRON_SHUTDOWN_GRACE_MS,
