@@ -195,6 +195,8 @@ export interface ShardcronNodeOptions {
   events?: readonly ('start' | 'fire')[];
   /** false: no recent list in Redis (SHARDCRON_HISTORY_RECENT=0), to measure what writing it costs. */
   history?: boolean;
+  /** Another build's dist/ to run instead of this one (an absolute path; see BENCH_BASELINE_CODE). */
+  code?: string;
 }
 
 export function spawnShardcron(group: ProcessGroup, o: ShardcronNodeOptions, readyTimeoutMs?: number): Promise<BenchProcess> {
@@ -209,7 +211,7 @@ export function spawnShardcron(group: ProcessGroup, o: ShardcronNodeOptions, rea
     SHARDCRON_CONCURRENCY: String(o.concurrency ?? 10),
     SHARDCRON_LOG_LEVEL: process.env.BENCH_NODE_LOG ?? 'silent',
     SHARDCRON_SHUTDOWN_GRACE_MS: '1000',
-    BENCH_SHARDCRON_CODE: SHARDCRON_CODE,
+    BENCH_SHARDCRON_CODE: o.code ?? SHARDCRON_CODE,
     BENCH_JOBS: JSON.stringify(o.jobs ?? []),
     BENCH_EVENTS: (o.events ?? []).join(','),
     ...(o.history === false && { SHARDCRON_HISTORY_RECENT: '0' }),

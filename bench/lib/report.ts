@@ -67,22 +67,28 @@ export function evaluateTargets(s: BenchResults['scenarios']): Target[] {
     peerP99 === undefined ? undefined : `<= ${fmt(peerP99)} / 3 = ${fmt(peerP99 / 3)} ms`));
   for (const workers of [1, 2, 4]) {
     const raw = s.throughput?.runs.find((r) => r.system === 'bullmq' && r.workers === workers)?.perSecond;
-    const ours = s.throughput?.runs.find((r) => r.system === 'shardcron' && r.workers === workers && r.monitorExecution === false && r.history !== false)?.perSecond;
+    const ours = s.throughput?.runs.find((r) => r.system === 'shardcron' && r.workers === workers && r.monitorExecution === false && r.history !== false && !r.baseline)?.perSecond;
     out.push(check(`No-op throughput, ${workers} worker process(es), monitorExecution off`, ours, raw === undefined ? undefined : 0.8 * raw, 'items/s',
       raw === undefined ? undefined : `>= 80% of raw BullMQ ${fmt(raw)} = ${fmt(0.8 * raw)} items/s`, false));
   }
   // The default (monitorExecution on) pays for the item lock in ZooKeeper: reported against the same bound.
   for (const workers of [1, 2, 4]) {
     const raw = s.throughput?.runs.find((r) => r.system === 'bullmq' && r.workers === workers)?.perSecond;
-    const ours = s.throughput?.runs.find((r) => r.system === 'shardcron' && r.workers === workers && r.monitorExecution === true)?.perSecond;
+    const ours = s.throughput?.runs.find((r) => r.system === 'shardcron' && r.workers === workers && r.monitorExecution === true && !r.baseline)?.perSecond;
     out.push(check(`No-op throughput, ${workers} worker process(es), monitorExecution on (default)`, ours, raw === undefined ? undefined : 0.8 * raw, 'items/s',
       raw === undefined ? undefined : `>= 80% of raw BullMQ ${fmt(raw)} = ${fmt(0.8 * raw)} items/s`, false));
   }
   // The recent list in Redis, written in batches off the execution path, costs under 5%.
-  const withHistory = s.throughput?.runs.find((r) => r.system === 'shardcron' && r.workers === 2 && r.monitorExecution === false && r.history !== false)?.perSecond;
+  const withHistory = s.throughput?.runs.find((r) => r.system === 'shardcron' && r.workers === 2 && r.monitorExecution === false && r.history !== false && !r.baseline)?.perSecond;
   const withoutHistory = s.throughput?.runs.find((r) => r.system === 'shardcron' && r.workers === 2 && r.history === false)?.perSecond;
   out.push(check('No-op throughput with the recent list in Redis vs without (2 workers, monitorExecution off)', withHistory, withoutHistory === undefined ? undefined : 0.95 * withoutHistory, 'items/s',
     withoutHistory === undefined ? undefined : `>= 95% of ${fmt(withoutHistory)} = ${fmt(0.95 * withoutHistory)} items/s`, false));
+  // BENCH_BASELINE_CODE: this build without its recent list against an earlier build (e.g. before the executor seam).
+  const baseline = s.throughput?.runs.find((r) => r.system === 'shardcron' && r.workers === 2 && r.baseline);
+  if (baseline) {
+    out.push(check(`No-op throughput without the recent list vs the baseline build ${baseline.baseline} (2 workers, monitorExecution off)`, withoutHistory, 0.95 * baseline.perSecond, 'items/s',
+      `>= 95% of ${fmt(baseline.perSecond)} = ${fmt(0.95 * baseline.perSecond)} items/s`, false));
+  }
   for (const run of s.failover?.shardcron ?? []) {
     out.push(check(`Worker failover, session timeout ${run.sessionTimeoutMs / 1000} s (slowest item)`, run.maxMs, run.sessionTimeoutMs + 1000, 'ms'));
   }
@@ -95,7 +101,7 @@ export function evaluateTargets(s: BenchResults['scenarios']): Target[] {
   const scaleName = scale ? `${scale.jobs.toLocaleString('en-US')} jobs` : 'scale';
   out.push(check(`${scaleName}: leader RSS (max over the window)`, scale?.leaderRssMb.max, 300, 'MB'));
   out.push(check(`${scaleName}: ZooKeeper writes per job per fire`, scale?.zkWritesPerJobPerFire, 1, 'writes'));
-  const offRounds = (s.throughput?.runs ?? []).filter((r) => r.system === 'shardcron' && r.monitorExecution === false && r.history !== false).flatMap((r) => r.rounds);
+  const offRounds = (s.throughput?.runs ?? []).filter((r) => r.system === 'shardcron' && r.monitorExecution === false && r.history !== false && !r.baseline).flatMap((r) => r.rounds);
   const perItem = offRounds.length && s.throughput
     ? Math.max(...offRounds.map((r) => ((r.zkWriteOps ?? 0) - s.throughput!.jobs) / r.items))
     : undefined;
@@ -161,7 +167,7 @@ export function renderMarkdown(r: BenchResults): string {
     out.push('', `## 2. Throughput (${t.jobs} jobs x ${t.itemsPerJob} items, one fire; first start to last finish; median of rounds)`, '');
     const rows = [1, 2, 4].map((w) => {
       const raw = t.runs.find((x) => x.system === 'bullmq' && x.workers === w);
-      const off = t.runs.find((x) => x.system === 'shardcron' && x.workers === w && !x.monitorExecution && x.history !== false);
+      const off = t.runs.find((x) => x.system === 'shardcron' && x.workers === w && !x.monitorExecution && x.history !== false && !x.baseline);
       const on = t.runs.find((x) => x.system === 'shardcron' && x.workers === w && x.monitorExecution);
       const ratio = (x: typeof off) => (x && raw ? `${fmt((100 * x.perSecond) / raw.perSecond)}%` : 'n/a');
       return [w, fmt(raw?.perSecond), fmt(off?.perSecond), ratio(off), on ? fmt(on.perSecond) : 'not run', on ? ratio(on) : '',
@@ -171,7 +177,7 @@ export function renderMarkdown(r: BenchResults): string {
       'ZK writes per fire (off)', 'first fire after the workers joined (reshard): first start'], rows));
     out.push('', 'CPU time per item, median round (µs; utime + stime of the processes; the BullMQ producer is the bench runner itself, an upper bound):', '');
     const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-    const system = (x: (typeof t.runs)[number]) => (x.system === 'bullmq' ? 'raw BullMQ' : `shardcron, monitorExecution ${x.monitorExecution ? 'on' : 'off'}${x.history === false ? ', no recent list' : ''}`);
+    const system = (x: (typeof t.runs)[number]) => (x.system === 'bullmq' ? 'raw BullMQ' : `shardcron, monitorExecution ${x.monitorExecution ? 'on' : 'off'}${x.history === false ? ', no recent list' : ''}${x.baseline ? `, baseline build ${x.baseline}` : ''}`);
     const cpuRow = (x: (typeof t.runs)[number]) => {
       const m = (k: 'workers' | 'leader' | 'redis' | 'zookeeper') => {
         const v = x.rounds.map((r) => r.cpuUsPerItem?.[k]).filter((n): n is number => n !== undefined);

@@ -42,6 +42,8 @@ export interface ThroughputRun {
   monitorExecution?: boolean;
   /** false: shardcron without its recent list in Redis (the history's cost is the difference). */
   history?: boolean;
+  /** Set for the run of another build (BENCH_BASELINE_CODE): its dist/ path. */
+  baseline?: string;
   concurrency: number;
   /** The unmeasured warm-up round; for shardcron the first fire after the workers joined (a reshard). */
   warmup: ThroughputRound;
@@ -102,20 +104,20 @@ async function waitFinished(procs: readonly BenchProcess[], from: number, total:
   }
 }
 
-async function shardcron(ctx: BenchContext, services: Services, workers: number, monitorExecution: boolean, history = true): Promise<Contender> {
+async function shardcron(ctx: BenchContext, services: Services, workers: number, monitorExecution: boolean, history = true, baseline?: string): Promise<Contender> {
   const group = new ProcessGroup();
   const namespace = ctx.unique('tp');
   const base = { zk: services.zk.connectionString, redisUrl: services.redis.url, namespace };
   const spec = [{ prefix: 'tp', count: JOBS, items: ITEMS, monitorExecution, cron: cronAt(Date.now() + 12 * 3600_000) }];
   const zk = await benchZkClient(services.zk.connectionString, namespace);
   const procs = await Promise.all(
-    Array.from({ length: workers }, (_, i) => spawnShardcron(group, { ...base, instanceId: `worker-${i + 1}`, roles: 'worker', concurrency: CONCURRENCY, jobs: spec, history }, 120_000)),
+    Array.from({ length: workers }, (_, i) => spawnShardcron(group, { ...base, instanceId: `worker-${i + 1}`, roles: 'worker', concurrency: CONCURRENCY, jobs: spec, history, ...(baseline && { code: baseline }) }, 120_000)),
   );
-  const leader = await spawnShardcron(group, { ...base, instanceId: 'leader-1', roles: 'scheduler' });
+  const leader = await spawnShardcron(group, { ...base, instanceId: 'leader-1', roles: 'scheduler', ...(baseline && { code: baseline }) });
   await waitUntil(() => leader.events('elected').length > 0, 60_000, 'leader elected');
   let rounds = 0;
   return {
-    run: { system: 'shardcron', workers, monitorExecution, history, concurrency: CONCURRENCY },
+    run: { system: 'shardcron', workers, monitorExecution, history, ...(baseline && { baseline }), concurrency: CONCURRENCY },
     async round() {
       const fire = nextWholeSecond(2_000);
       await setCron(zk, jobNames(spec), cronAt(fire));
@@ -128,13 +130,13 @@ async function shardcron(ctx: BenchContext, services: Services, workers: number,
       const dir = process.env.BENCH_PROFILE;
       rounds += 1;
       if (dir && rounds === 3) {
-        const file = path.join(dir, `throughput-${workers}w-${monitorExecution ? 'on' : 'off'}-worker-1.heapprofile`);
+        const file = path.join(dir, `throughput-${workers}w-${monitorExecution ? 'on' : 'off'}${history ? '' : '-no-history'}-worker-1.heapprofile`);
         void procs[0].request({ type: 'alloc-profile', ms: 3_000, file }, 60_000).catch(() => undefined);
       }
       // BENCH_CPU_PROFILE=dir: a CPU profile of worker-1 over the second measured round (no start-up, no warm-up).
       const cpuDir = process.env.BENCH_CPU_PROFILE;
       if (cpuDir && rounds === 3) {
-        const file = path.join(cpuDir, `throughput-${workers}w-${monitorExecution ? 'on' : 'off'}-worker-1.cpuprofile`);
+        const file = path.join(cpuDir, `throughput-${workers}w-${monitorExecution ? 'on' : 'off'}${history ? '' : '-no-history'}-worker-1.cpuprofile`);
         void procs[0].request({ type: 'profile', ms: 3_000, file }, 60_000).catch(() => undefined);
       }
       const r = await waitFinished(procs, fire, JOBS * ITEMS);
@@ -230,12 +232,15 @@ export async function runThroughput(ctx: BenchContext): Promise<ThroughputResult
       if (!quick || workers === 2) contenders.push(await shardcron(ctx, services, workers, true));
       // What the recent list in Redis costs: the same workers with it and without it, side by side.
       if (workers === 2) contenders.push(await shardcron(ctx, services, workers, false, false));
+      // BENCH_BASELINE_CODE=/abs/dist: the same workload on another build (e.g. the commit before a change), same rounds.
+      const baseline = process.env.BENCH_BASELINE_CODE;
+      if (baseline && workers === 2) contenders.push(await shardcron(ctx, services, workers, false, true, baseline));
       const results = contenders.map(() => [] as ThroughputRound[]);
       for (let k = 0; k <= rounds; k += 1) {
         for (const [i, c] of contenders.entries()) {
           const r = await c.round();
           results[i].push(r);
-          const label = c.run.system === 'bullmq' ? 'BullMQ' : `shardcron monitorExecution=${c.run.monitorExecution ? 'on' : 'off'}${c.run.history === false ? ' history=off' : ''}`;
+          const label = c.run.system === 'bullmq' ? 'BullMQ' : `shardcron monitorExecution=${c.run.monitorExecution ? 'on' : 'off'}${c.run.history === false ? ' history=off' : ''}${c.run.baseline ? ` (baseline ${c.run.baseline})` : ''}`;
           ctx.log(`  ${label} round ${k}${k === 0 ? ' (warm-up)' : ''}: ${r.perSecond}/s, first start +${r.firstStartMs} ms, last finish +${r.lastFinishMs} ms` +
             (r.addBulkMs === undefined ? `, ZK writes ${r.zkWriteOps}` : `, addBulk ${r.addBulkMs} ms`));
         }
