@@ -5,7 +5,7 @@
 import { dispatchedItems, fireRequests, withFireItems } from '../../src/leader/dispatch-plan';
 import { defineJob } from '../../src/shared/config/job-definition';
 import { ErrorCodes } from '../../src/shared/errors';
-import { executionJobId, executionRequestSchema } from '../../src/shared/registry/execution-request';
+import { executionJobId, executionRequestSchema, type ExecutionRequest } from '../../src/shared/registry/execution-request';
 import { fireStateKeys } from '../../src/shared/registry/redis-keys';
 
 const base = { job: 'j', fireTime: 5_000, source: 'NORMAL' as const, epoch: 3, catchUp: false };
@@ -35,8 +35,9 @@ describe('fireItems on the requests of a fire', () => {
   });
 
   it('keeps the BullMQ job id of a request whatever it carries', () => {
-    const request = { job: 'j', item: 2, fireTime: 7, source: 'FAILOVER' as const, epoch: 1, from: 'w2' };
-    expect(executionJobId({ ...request, fireItems: 9, givenUp: true })).toBe(executionJobId(request));
+    const request: ExecutionRequest = { job: 'j', item: 2, fireTime: 7, source: 'FAILOVER', epoch: 1, from: 'w2' };
+    const flagged: ExecutionRequest = { ...request, fireItems: 9, givenUp: true };
+    expect(executionJobId(flagged)).toBe(executionJobId(request));
   });
 
   it('refuses a malformed count or given-up flag, naming the field', () => {
