@@ -152,7 +152,8 @@ export class FireListeners {
     if (!last) return;
     const afterFire = definition?.listeners.afterFire;
     if (!afterFire) {
-      this.ctx.log.warn({ job: request.job, fireTime: request.fireTime }, 'this instance ended the fire but its code has no afterFire listener (another version of the job?); not run');
+      // A job with only beforeFire ends its fires too; code with no fire listener at all is another version's.
+      if (!definition?.listeners.beforeFire) this.ctx.log.warn({ job: request.job, fireTime: request.fireTime }, 'this instance ended the fire but its code has no afterFire listener (another version of the job?); not run');
       return;
     }
     await callListener(() => afterFire(this.fireContext(request, items)), this.ctx.log, 'afterFire');
