@@ -104,7 +104,7 @@ export class FireListeners {
   private readonly timings: FireListenerTimings;
   /** Each fire's gate being passed on this instance: its other requests wait on the same look. */
   private readonly gates = new Map<string, Promise<boolean>>();
-  /** Jobs already warned about (listeners in code, no `fireItems` on requests). */
+  /** Warnings already given, once per job: listeners in code with no `fireItems` on requests (`job`), a fire ended with no afterFire in code (`job|after`). */
   private readonly warned = new Set<string>();
 
   constructor(private readonly ctx: FireListenersContext) {
@@ -153,7 +153,13 @@ export class FireListeners {
     const afterFire = definition?.listeners.afterFire;
     if (!afterFire) {
       // A job with only beforeFire ends its fires too; code with no fire listener at all is another version's.
-      if (!definition?.listeners.beforeFire) this.ctx.log.warn({ job: request.job, fireTime: request.fireTime }, 'this instance ended the fire but its code has no afterFire listener (another version of the job?); not run');
+      if (!definition?.listeners.beforeFire && !this.warned.has(`${request.job}|after`)) {
+        this.warned.add(`${request.job}|after`);
+        this.ctx.log.warn(
+          { job: request.job, fireTime: request.fireTime },
+          'this instance ended a fire of a job whose stored config says fireListeners, but its code has no afterFire listener (another version of the job, or listeners removed without overwrite: true); not run (said once per job)',
+        );
+      }
       return;
     }
     await callListener(() => afterFire(this.fireContext(request, items)), this.ctx.log, 'afterFire');
