@@ -171,7 +171,7 @@ export class FireListeners {
     this.warned.add(definition.name);
     this.ctx.log.warn(
       { job: definition.name },
-      'the job has beforeFire/afterFire listeners but its stored config lacks fireListeners (it was stored by code without them): they do not run; register the job with overwrite: true once',
+      'the job has beforeFire/afterFire listeners but its requests do not say their fire\'s size (its stored config lacked fireListeners when the leader dispatched them, or the leader runs an older shardcron): the listeners do not run for those fires (said once per job)',
     );
   }
 
