@@ -69,7 +69,7 @@ return 1`;
 export interface FireListenerTimings {
   /** The beforeFire claimer's lease, renewed every third of it while its listener runs: how long waiters wait for a claimer that died. */
   leaseMs: number;
-  /** The longest pause between two looks of a waiter at the fire's state (it starts at 10 ms and doubles). */
+  /** The longest pause between two looks of a waiter at the fire's state (it starts at 2 ms and doubles). */
   maxPollMs: number;
   /** Life of a fire's state while items are still to end, renewed with every item. */
   ttlMs: number;
@@ -186,7 +186,7 @@ export class FireListeners {
         await this.runBeforeFire(definition, request, keys);
         return true;
       }
-      for (let pollMs = 10; state === 'wait'; pollMs = Math.min(maxPollMs, pollMs * 2)) {
+      for (let pollMs = 2; state === 'wait'; pollMs = Math.min(maxPollMs, pollMs * 2)) {
         if (!(await sleepUnless(pollMs, signal))) return false;
         state = await begin();
       }

@@ -3,6 +3,7 @@
  * items per fire. Each listener prints a line when it begins (test/fixtures/node-process.ts); the
  * tests count them per fire and order them against the items' execution lines.
  */
+import * as fs from 'node:fs';
 import type { RedisServer } from '../../src/dev/redis-server';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { ProcessCluster, type ExecLine, type JobSpec } from '../helpers/process-cluster';
@@ -25,8 +26,8 @@ afterEach(async () => {
   await cluster.close();
 });
 
-async function startCluster(job: JobSpec): Promise<void> {
-  await Promise.all(['w1', 'w2', 'w3'].map((w) => cluster.start(w, 'worker', [job])));
+async function startCluster(job: JobSpec, ...others: JobSpec[]): Promise<void> {
+  await Promise.all(['w1', 'w2', 'w3'].map((w) => cluster.start(w, 'worker', [job, ...others])));
   await cluster.start('leader', 'scheduler', []);
 }
 
@@ -61,7 +62,8 @@ describe('beforeFire and afterFire run exactly once per fire', () => {
   it('3 workers, 9 items, several fires; an item that fails and one skipped (running, misfire off) still let afterFire run', async () => {
     // Item 7 runs past the period: the next fire finds it running and skips it (misfire off).
     const job: JobSpec = { name: 'nine', cron: '0/2 * * * * ?', shardingTotalCount: ITEMS, misfire: false, sleepMs: 300, itemSleepMs: { 7: 2_500 }, failItems: [4], fireListeners: true };
-    await startCluster(job);
+    // The same job without listeners, for the figures: what the wait for beforeFire adds to a fire's starts.
+    await startCluster(job, { name: 'plain', cron: '0/2 * * * * ?', shardingTotalCount: ITEMS, sleepMs: 300 });
     await waitFor(() => endedFires('nine').length >= 5, { timeoutMs: 30_000, message: '5 fires of nine with afterFire' });
     // Anything late (a second call) would come within a moment.
     await new Promise((r) => setTimeout(r, 1_000));
@@ -76,6 +78,12 @@ describe('beforeFire and afterFire run exactly once per fire', () => {
     expect(finishes.some((l) => l.item === 7 && l.status === 'skipped')).toBe(true);
     // The calls were spread: not one instance for everything (each claim is won by whoever comes first).
     expect(new Set(cluster.listenerCalls('nine').map((l) => l.instanceId)).size).toBeGreaterThan(1);
+    // SHARDCRON_TEST_FIGURES=file: the last item's start after the fire time, with and without listeners.
+    if (process.env.SHARDCRON_TEST_FIGURES) {
+      const lastStart = (name: string, fireTime: number) => Math.max(...execsOf(name, fireTime).filter((l) => l.event === 'start' && l.source === 'NORMAL').map((l) => l.at)) - fireTime;
+      const figure = { scenario: 'fire listeners: last start after the fire time (ms)', withListeners: fires.map((f) => lastStart('nine', f)), without: fires.map((f) => lastStart('plain', f)) };
+      fs.appendFileSync(process.env.SHARDCRON_TEST_FIGURES, `${JSON.stringify(figure)}\n`);
+    }
   });
 
   it('kill -9 of a worker mid-fire: its items fail over, and the fire\'s listeners still run once each, afterFire after the moved items', async () => {
