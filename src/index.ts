@@ -8,6 +8,7 @@ export {
   type ExecutionOutcome,
   type ExecutionStatus,
   type JobListeners,
+  type FireContext,
   type JobErrorHandler,
 } from './shared/config/job-definition';
 export { type JobConfig, MAX_SHARDING_TOTAL_COUNT } from './shared/config/job-config';

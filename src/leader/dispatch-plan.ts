@@ -28,6 +28,20 @@ export interface FireRequestsInput {
   /** The queue of a live instance named by the assignment. */
   queueOf(instanceId: string): string;
   itemDisabled(item: number): boolean;
+  /** The job has once-per-fire listeners: each request says how many items the fire has ({@link ExecutionRequest.fireItems}). */
+  fireListeners?: boolean;
+}
+
+/** The number of items a fire dispatched, from its ledger's (or a trigger decision's) assignment. */
+export function dispatchedItems(assignment: Readonly<Record<string, readonly number[]>>): number {
+  let count = 0;
+  for (const items of Object.values(assignment)) count += items.length;
+  return count;
+}
+
+/** `request` with the fire's item count when the job has once-per-fire listeners (and the fire has items). */
+export function withFireItems(request: ExecutionRequest, fireListeners: boolean | undefined, fireItems: number): ExecutionRequest {
+  return fireListeners && fireItems > 0 ? { ...request, fireItems } : request;
 }
 
 /** One request per enabled item of the assignment, grouped per instance queue. */
@@ -45,6 +59,11 @@ export function fireRequests(input: FireRequestsInput): FireRequests {
     const list = requests.get(queue) ?? [];
     for (const item of enabled) list.push(catchUp ? { job, item, fireTime, source, epoch, catchUp } : { job, item, fireTime, source, epoch });
     requests.set(queue, list);
+  }
+  // Only jobs with once-per-fire listeners pay for a second pass (the count is known at the end).
+  if (input.fireListeners) {
+    const fireItems = dispatchedItems(dispatched);
+    for (const list of requests.values()) for (let i = 0; i < list.length; i += 1) list[i] = withFireItems(list[i], true, fireItems);
   }
   return { requests, dispatched, queues };
 }

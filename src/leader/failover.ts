@@ -121,7 +121,7 @@ export class FailoverCoordinator {
       for (const move of intent.moves) {
         const target = live.get(move.target) === move.queue ? { id: move.target, queue: move.queue } : fallback && { id: fallback.instanceId, queue: fallback.info.queue };
         if (!target) continue;
-        const request = this.failoverRequest(job, item, move.fireTime, intent.from);
+        const request = this.failoverRequest(job, item, move.fireTime, intent.from, undefined, move.fireItems);
         byQueue.set(target.queue, [...(byQueue.get(target.queue) ?? []), request]);
         this.deps.onMoved(request, target.id);
       }
@@ -141,6 +141,7 @@ export class FailoverCoordinator {
     const config = state?.view.config;
     if (reason === 'lost' && !config?.failover) {
       for (const r of requests) this.deps.onMissed({ job, item: r.item, fireTime: r.fireTime, from, reason: 'failover-off' });
+      await this.sendGivenUp(job, from, requests);
       return true;
     }
     const targets = state?.view.targetsFor(new Set(requests.map((r) => r.item)), from) ?? new Map<number, LiveInstance>();
@@ -161,14 +162,14 @@ export class FailoverCoordinator {
     for (const [i, r] of ordered.entries()) {
       const target = targets.get(r.item)!;
       instanceOf.set(target.info.queue, target.instanceId);
-      const move = { fireTime: r.fireTime, source: r.source, target: target.instanceId, queue: target.info.queue };
+      const move = { fireTime: r.fireTime, source: r.source, target: target.instanceId, queue: target.info.queue, ...(r.fireItems !== undefined && { fireItems: r.fireItems }) };
       const intent = intents.get(r.item);
       if (intent) {
         intent.moves.push(move);
         intent.fireTime = Math.max(intent.fireTime, r.fireTime);
       } else intents.set(r.item, { from, fireTime: r.fireTime, moves: [move] });
       const previous = i > 0 ? ordered[i - 1] : undefined;
-      const moved = this.failoverRequest(job, r.item, r.fireTime, from, previous?.item === r.item && previous.fireTime < r.fireTime ? previous.fireTime : undefined);
+      const moved = this.failoverRequest(job, r.item, r.fireTime, from, previous?.item === r.item && previous.fireTime < r.fireTime ? previous.fireTime : undefined, r.fireItems);
       byQueue.set(target.info.queue, [...(byQueue.get(target.info.queue) ?? []), moved]);
     }
     await this.writeIntents(job, intents);
@@ -191,9 +192,30 @@ export class FailoverCoordinator {
     await tx.commit();
   }
 
-  private failoverRequest(job: string, item: number, fireTime: number, from: string, after?: number): ExecutionRequest {
+  /**
+   * Items of a lost instance that will not run (failover off) still end their fires: each goes as a
+   * `givenUp` request to a live instance of the job, which counts it ended for its fire, so that the
+   * fire's `afterFire` runs (once-per-fire listeners only: requests without `fireItems` send nothing).
+   * With no live instance nothing could run `afterFire` anyway.
+   */
+  private async sendGivenUp(job: string, from: string, requests: readonly ExecutionRequest[]): Promise<void> {
+    const counted = requests.filter((r) => r.fireItems !== undefined);
+    if (counted.length === 0) return;
+    const targets = this.deps.jobs().get(job)?.view.targetsFor(new Set(counted.map((r) => r.item)), from) ?? new Map<number, LiveInstance>();
+    const byQueue = new Map<string, ExecutionRequest[]>();
+    for (const r of counted) {
+      const target = targets.get(r.item);
+      if (!target) continue;
+      const request: ExecutionRequest = { ...this.failoverRequest(job, r.item, r.fireTime, from, undefined, r.fireItems), givenUp: true };
+      byQueue.set(target.info.queue, [...(byQueue.get(target.info.queue) ?? []), request]);
+    }
+    await this.deps.queues.enqueue(byQueue);
+  }
+
+  private failoverRequest(job: string, item: number, fireTime: number, from: string, after?: number, fireItems?: number): ExecutionRequest {
     const request: ExecutionRequest = { job, item, fireTime, source: 'FAILOVER', epoch: this.deps.epoch(), from };
     if (after !== undefined) request.after = after;
+    if (fireItems !== undefined) request.fireItems = fireItems;
     return request;
   }
 }

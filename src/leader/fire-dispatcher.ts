@@ -106,6 +106,7 @@ export class FireDispatcher {
       assignment,
       queueOf: (instanceId) => view.instance(instanceId)!.queue,
       itemDisabled: (item) => view.itemDisabled(item),
+      fireListeners: config.fireListeners,
     });
     if (requests.size === 0 && changed.length === 0) return 'no-enabled-item';
     return {

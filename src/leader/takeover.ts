@@ -10,6 +10,7 @@ import { fireLedgerCodec, type FireLedger } from '../shared/registry/fire-ledger
 import { registryPaths } from '../shared/registry/registry-paths';
 import type { Assignment } from '../shared/sharding/assignment';
 import type { ZkClient } from '../shared/zk';
+import { dispatchedItems, withFireItems } from './dispatch-plan';
 import { findOrphanedQueues, type FailoverCoordinator } from './failover';
 import type { JobState } from './fire-dispatcher';
 import type { Clock } from './fire-timer';
@@ -84,7 +85,10 @@ export class Takeover {
     if (this.deps.clock.now() - ledger.fireTime > REQUEST_RETENTION_MS) return;
     const byQueue = new Map<string, ExecutionRequest[]>();
     // Enqueued after their time by a new leader: catch-up work (see ExecutionRequest.catchUp).
-    const request = (item: number): ExecutionRequest => ({ job, item, fireTime: ledger.fireTime, source: ledger.source, epoch: ledger.epoch, catchUp: true });
+    const fireItems = dispatchedItems(ledger.assignment);
+    const fireListeners = state.view.config?.fireListeners;
+    const request = (item: number): ExecutionRequest =>
+      withFireItems({ job, item, fireTime: ledger.fireTime, source: ledger.source, epoch: ledger.epoch, catchUp: true }, fireListeners, fireItems);
     const orphaned: number[] = [];
     for (const [instanceId, items] of Object.entries(ledger.assignment)) {
       const queue = ledger.queues[instanceId];

@@ -12,7 +12,7 @@ import type { ExecutionRequest } from '../shared/registry/execution-request';
 import { registryPaths } from '../shared/registry/registry-paths';
 import { triggerFireTime, triggerRequestCodec, type TriggerRequest } from '../shared/registry/trigger-request';
 import { ZkError, type ZkClient } from '../shared/zk';
-import { reroute } from './dispatch-plan';
+import { dispatchedItems, reroute, withFireItems } from './dispatch-plan';
 import type { FireDispatcher, JobState } from './fire-dispatcher';
 import { isDeposed } from './fire-loop';
 import type { Clock } from './fire-timer';
@@ -109,10 +109,11 @@ export class TriggerDispatcher {
       // A previous leader decided and may have enqueued: the same requests to the same queues.
       fireTime = request.dispatch.fireTime;
       requests = new Map();
+      const fireItems = dispatchedItems(request.dispatch.assignment);
       for (const [instanceId, items] of Object.entries(request.dispatch.assignment)) {
         const queue = request.dispatch.queues[instanceId];
         if (!queue) continue;
-        requests.set(queue, items.map((item) => ({ job, item, fireTime, source: 'TRIGGER', epoch: request.dispatch!.epoch })));
+        requests.set(queue, items.map((item) => withFireItems({ job, item, fireTime, source: 'TRIGGER', epoch: request.dispatch!.epoch }, config.fireListeners, fireItems)));
       }
       this.reroute(state.view, requests, request.dispatch.queues);
     } else {

@@ -135,6 +135,24 @@ export class InstanceRegistration {
     };
   }
 
+  /**
+   * `fireListeners` says what the job's code has, not a setting: a config stored before the code had
+   * once-per-fire listeners gets it (only it; the stored settings still win), or the leader would
+   * never tell the requests their fire's size and the listeners would never run. Never removed here:
+   * another instance may still run code with listeners. A write that meets another one is left to it.
+   */
+  private async announceFireListeners(job: string, configPath: string): Promise<void> {
+    try {
+      const { data, stat } = await this.zk.get(configPath);
+      const stored = jobConfigCodec.decode(data, configPath);
+      if (stored.fireListeners) return;
+      await this.zk.set(configPath, jobConfigCodec.encode({ ...stored, fireListeners: true }), stat.version);
+      this.options.log.info({ job }, 'stored config marked fireListeners: the job\'s code has beforeFire/afterFire');
+    } catch (err) {
+      this.options.log.warn({ err, job }, 'could not mark the stored config fireListeners; beforeFire/afterFire run once it is');
+    }
+  }
+
   private async writeJob(job: ResolvedJobDefinition, fromData: boolean): Promise<void> {
     if (!fromData) {
       const configPath = registryPaths.jobConfig(job.name);
@@ -146,6 +164,7 @@ export class InstanceRegistration {
         if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NODE_EXISTS)) throw err;
         // The stored config wins unless this definition says overwrite (ElasticJob's rule).
         if (job.overwrite) await this.zk.set(configPath, data);
+        else if (job.config.fireListeners) await this.announceFireListeners(job.name, configPath);
       }
     }
     const serverPath = registryPaths.jobServer(job.name, this.options.ip);

@@ -15,6 +15,7 @@ import type { Logger } from '../shared/logger';
 import type { ExecutionRequest } from '../shared/registry/execution-request';
 import { registryPaths } from '../shared/registry/registry-paths';
 import type { ZkClient } from '../shared/zk';
+import type { FireListeners } from './fire-listeners';
 import { HandlerCalls, type ExecutionEvent, type HandlerCallContext } from './handler-call';
 import { isBusy, itemKey, ItemLocks, type Hold, type ItemLock, type MisfireMark, type Released } from './item-lock';
 import { ItemTurns } from './item-turns';
@@ -59,6 +60,8 @@ export interface ExecutorContext {
   environment?: HandlerCallContext['environment'];
   /** Where `{ webhook }` error handlers post. */
   webhooks?: HandlerCallContext['webhooks'];
+  /** The once-per-fire listeners of requests that carry `fireItems`. */
+  fires?: FireListeners;
 }
 
 /** Options of {@link ItemExecutor.run}. */
@@ -105,9 +108,22 @@ export class ItemExecutor {
   async run(definition: ResolvedJobDefinition, request: ExecutionRequest, options: RunOptions = {}): Promise<ExecutionStatus | 'deferred'> {
     const config = this.ctx.config(request.job);
     const early = options.lockedAhead;
+    // Only requests of jobs with once-per-fire listeners carry fireItems: the others skip all of it.
+    if (request.fireItems !== undefined && this.ctx.fires) {
+      if (!(await this.ctx.fires.beforeItem(definition, request))) {
+        if (early) await this.unlockAhead(early);
+        return 'aborted';
+      }
+      if (request.givenUp) {
+        await this.ctx.fires.itemEnded(definition, request);
+        return 'skipped';
+      }
+    } else if (definition.config.fireListeners) this.ctx.fires?.warnUnannounced(definition);
     if (config.disabled) {
       if (early) await this.unlockAhead(early);
-      return this.calls.skipped(request, 'job disabled');
+      const skipped = this.calls.skipped(request, 'job disabled');
+      await this.ownRoundEnded(definition, request);
+      return skipped;
     }
     // A lock taken ahead belongs to the session it was taken on: if that session is gone, or out of
     // contact for too long, while the request was held, the item may be someone else's by now.
@@ -134,7 +150,7 @@ export class ItemExecutor {
     const config = this.ctx.config(request.job);
     const key = itemKey(request);
     // Requests of ours for older fires of the item come first (waiting for it, or on their way).
-    if (config.disabled || !config.monitorExecution || this.turns.hasWaiters(key) || this.turns.olderInFlight(key, request.fireTime)) return undefined;
+    if (request.givenUp || config.disabled || !config.monitorExecution || this.turns.hasWaiters(key) || this.turns.olderInFlight(key, request.fireTime)) return undefined;
     try {
       const acquired = await this.lock.acquire(config, request, { markOnBusy: false, waitBehindCatchUp: false, catchUp: request.catchUp === true });
       return isBusy(acquired) ? undefined : { request, hold: acquired };
@@ -180,7 +196,11 @@ export class ItemExecutor {
       if (!hold) {
         const taken = round === 0 ? await this.takeInTurn(config, current, key, mustRun, catchUp, options.enqueuedAt) : await this.takeForRerun(config, current, mustRun);
         if (taken === 'deferred' || taken === 'aborted') return taken;
-        if (taken === 'skipped') return round === 0 ? 'skipped' : status; // a later round's mark stays for whoever holds the item
+        if (taken === 'skipped' && round === 0) {
+          await this.ownRoundEnded(definition, request);
+          return 'skipped';
+        }
+        if (taken === 'skipped') return status; // a later round's mark stays for whoever holds the item
         hold = taken.hold;
         catchUp ||= taken.catchUp;
       }
@@ -197,6 +217,9 @@ export class ItemExecutor {
         else this.failures.delete(request);
       }
       if (status === 'aborted') return status;
+      // The item ended for the request's own fire; later rounds stand for other fires, whose own
+      // requests counted the item when they found it running (skipped).
+      if (round === 0) await this.ownRoundEnded(definition, request);
       // The release read the mark right after it when it could; otherwise read it now.
       const next = released.mark !== undefined ? released.mark ?? undefined : config.misfire ? await this.lock.peekMisfire(config, current) : undefined;
       // The same mark again means we could not delete it: stop rather than loop (the next holder
@@ -298,6 +321,14 @@ export class ItemExecutor {
     }
     await this.calls.finish(definition, request, run, status, reason);
     return { status, released, error: run.outcome.error };
+  }
+
+  /**
+   * The request's item ended for its fire, whatever the outcome (not when it goes back to the queue):
+   * counted for the fire's afterFire. Nothing for requests without `fireItems`.
+   */
+  private async ownRoundEnded(definition: ResolvedJobDefinition, request: ExecutionRequest): Promise<void> {
+    if (request.fireItems !== undefined) await this.ctx.fires?.itemEnded(definition, request);
   }
 
   /** `sharding/{i}/failover` tells operators which instance runs a failed-over item. */

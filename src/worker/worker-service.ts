@@ -21,6 +21,7 @@ import { ErrorWebhooks } from './error-webhook';
 import { GenericJobs, type GenericJobsTarget } from './generic-jobs';
 import { InstanceRegistration, type Incarnation } from './instance-registration';
 import { FireAlarm } from './fire-alarm';
+import { FireListeners, type FireListenerTimings } from './fire-listeners';
 import { ItemExecutor, type ExecutionEvent } from './item-executor';
 
 /** How soon a failed-over request that found its item running tries again. */
@@ -92,6 +93,8 @@ export interface WorkerServiceOptions {
    * CLI) of these types, with no code of its own (SHARDCRON_WORKER_GENERIC).
    */
   generic?: readonly GenericJobType[];
+  /** Timings of the once-per-fire listeners' state (tests shorten the beforeFire lease). */
+  fireListenerTimings?: Partial<FireListenerTimings>;
   logger?: Logger;
 }
 
@@ -128,6 +131,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private readonly reshardFlags = new Map<string, NodeCache<true>>();
   private readonly historyWriters: ExecutionHistoryWriter[] = [];
   private readonly webhooks: ErrorWebhooks;
+  private readonly fires: FireListeners;
   private readonly unsubscribe: Array<() => void> = [];
   private connection: RedisClient | undefined;
   private consumers: Worker[] = [];
@@ -148,6 +152,14 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     this.definitions = new Map(options.jobs.map((d) => [d.name, d]));
     this.registration = new InstanceRegistration(options.zk, { ...options, log });
     this.webhooks = new ErrorWebhooks(log);
+    this.fires = new FireListeners({
+      namespace: options.namespace,
+      instanceId: options.instanceId,
+      redis: () => this.connection,
+      abortSignal: () => this.abortAll.signal,
+      log,
+      ...(options.fireListenerTimings && { timings: options.fireListenerTimings }),
+    });
     this.executor = new ItemExecutor({
       zk: options.zk,
       instanceId: options.instanceId,
@@ -162,6 +174,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       },
       environment: { reshardingPending: (job) => this.reshardFlags.get(job)?.exists === true },
       webhooks: this.webhooks,
+      fires: this.fires,
     });
   }
 
@@ -388,6 +401,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     const request = parsed.data;
     const definition = this.definitions.get(request.job);
     if (!definition) {
+      // Given up here (the queue fails it): still an item of its fire that ended.
+      await this.fires.itemEnded(undefined, request);
       throw new ShardcronError(ErrorCodes.INVALID_CONFIG, `this instance has no handler for job ${request.job}`, { job: request.job });
     }
     const takenAt = Date.now();
@@ -413,7 +428,11 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       const mustRun = mustRunAgain(job);
       status = await this.executor.run(definition, request, { mustRun, lockedAhead, enqueuedAt: job.timestamp });
     } catch (err) {
-      if (!isTransientZkError(err)) throw err;
+      if (!isTransientZkError(err)) {
+        // The queue fails the request for good: its item ended for its fire (given up).
+        await this.fires.itemEnded(definition, request);
+        throw err;
+      }
       // ZooKeeper is unreachable for now: keep the request rather than fail it. If our session
       // survives we take it again; if not, the leader moves it with the rest of this queue.
       this.log.warn({ err, job: request.job, item: request.item }, 'ZooKeeper unavailable; request put back');

@@ -11,7 +11,7 @@ import { waitFor } from './services';
 import { uniqueNamespace } from './zk';
 
 export interface ProcessLine {
-  kind: 'exec' | 'leader' | 'fire' | 'failover' | 'missed' | 'ready' | 'reconciled' | 'registered' | 'zk';
+  kind: 'exec' | 'leader' | 'fire' | 'failover' | 'missed' | 'ready' | 'reconciled' | 'registered' | 'zk' | 'listener';
   pid: number;
   [key: string]: unknown;
 }
@@ -25,6 +25,24 @@ export interface JobSpec {
   failover?: boolean;
   misfire?: boolean;
   sleepMs?: number;
+  /** Items that sleep this long instead of sleepMs. */
+  itemSleepMs?: Record<number, number>;
+  /** Items whose handler throws. */
+  failItems?: number[];
+  /** Define beforeFire/afterFire listeners that print a `listener` line each (test/fixtures/node-process.ts). */
+  fireListeners?: boolean;
+}
+
+/** A `listener` line: a beforeFire or afterFire call of a fixture job. */
+export interface ListenerLine extends ProcessLine {
+  kind: 'listener';
+  event: 'beforeFire' | 'afterFire';
+  job: string;
+  fireTime: number;
+  source: string;
+  items: number;
+  instanceId: string;
+  at: number;
 }
 
 interface Member {
@@ -122,6 +140,11 @@ export class ProcessCluster {
 
   execs(job?: string): ExecLine[] {
     return this.lines.filter((l): l is ExecLine => l.kind === 'exec' && (!job || (l as ExecLine).job === job));
+  }
+
+  /** The beforeFire/afterFire calls of fixture jobs, as printed when each listener began. */
+  listenerCalls(job?: string): ListenerLine[] {
+    return this.lines.filter((l): l is ListenerLine => l.kind === 'listener' && (!job || (l as ListenerLine).job === job));
   }
 
   starts(job?: string): ExecLine[] {

@@ -49,7 +49,7 @@ afterEach(async () => {
 const JOB = 'drained';
 
 /** A coordinator whose job has instance `a` (leaving, queue q-a) and, unless `alone`, `b` (queue q-b). */
-function coordinator(moved: string[], missed: string[] = [], alone = false): FailoverCoordinator {
+function coordinator(moved: string[], missed: string[] = [], alone = false, failover = true): FailoverCoordinator {
   const instances = [
     { instanceId: 'a', info: { queue: 'q-a', ip: '10.0.0.1' } },
     { instanceId: 'b', info: { queue: 'q-b', ip: '10.0.0.2' } },
@@ -61,7 +61,7 @@ function coordinator(moved: string[], missed: string[] = [], alone = false): Fai
     const owners = targetsFor({ job: JOB, total: 2, strategy: 'AVG_ALLOCATION', instances: candidates.map((i) => ({ instanceId: i.instanceId, ip: i.info.ip })) }, items);
     return new Map([...owners].map(([item, id]) => [item, candidates.find((i) => i.instanceId === id)!]));
   };
-  const view = { config: { failover: true }, eligibleInstances, targetsFor: targets };
+  const view = { config: { failover }, eligibleInstances, targetsFor: targets };
   const state = { view, assignment: undefined, needsReshard: false, ledgerReady: true } as unknown as JobState;
   return new FailoverCoordinator({
     zk,
@@ -122,5 +122,35 @@ describe('FailoverCoordinator.moveQueue (real ZooKeeper and Redis)', () => {
     await coordinator(moved, missed).moveQueue('a', 'q-a', 'lost');
     expect(moved.sort()).toEqual([`0@${fire}->b`, `1@${fire}->b`]);
     expect(missed).toEqual([]);
+  });
+
+  it('moved requests keep their fire\'s item count (once-per-fire listeners)', async () => {
+    const fire = Date.now() - 1_000;
+    await pool.enqueue(new Map([['q-a', [{ ...request(0, fire), fireItems: 2 }, request(1, fire)]]]));
+    await coordinator([]).moveQueue('a', 'q-a', 'lost');
+    const onB = (await pool.get('q-b').getJobs(['wait'])).map((j) => j.data as ExecutionRequest).sort((x, y) => x.item - y.item);
+    expect(onB.map((r) => [r.item, r.source, r.fireItems])).toEqual([[0, 'FAILOVER', 2], [1, 'FAILOVER', undefined]]);
+    expect(onB.every((r) => r.givenUp === undefined)).toBe(true);
+  });
+
+  it('failover off: the lost items are reported missed, and those of jobs with fire listeners go to a live instance as given up', async () => {
+    const fire = Date.now() - 1_000;
+    await pool.enqueue(new Map([['q-a', [{ ...request(0, fire), fireItems: 2 }, { ...request(1, fire), fireItems: 2 }]]]));
+    const moved: string[] = [];
+    const missed: string[] = [];
+    await coordinator(moved, missed, false, false).moveQueue('a', 'q-a', 'lost');
+    expect(moved).toEqual([]);
+    expect(missed.sort()).toEqual([`0@${fire}`, `1@${fire}`]);
+    const onB = (await pool.get('q-b').getJobs(['wait'])).map((j) => j.data as ExecutionRequest).sort((x, y) => x.item - y.item);
+    expect(onB).toEqual([0, 1].map((item) => ({ job: JOB, item, fireTime: fire, source: 'FAILOVER', epoch: 1, from: 'a', fireItems: 2, givenUp: true })));
+  });
+
+  it('failover off, a job without fire listeners: nothing is sent anywhere', async () => {
+    const fire = Date.now() - 1_000;
+    await pool.enqueue(new Map([['q-a', [request(0, fire)]]]));
+    const missed: string[] = [];
+    await coordinator([], missed, false, false).moveQueue('a', 'q-a', 'lost');
+    expect(missed).toEqual([`0@${fire}`]);
+    expect(await pool.get('q-b').getJobs(['wait'])).toEqual([]);
   });
 });

@@ -7,7 +7,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisServer } from '../../src/dev/redis-server';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
-import { defineJob } from '../../src/shared/config/job-definition';
+import { defineJob, type FireContext } from '../../src/shared/config/job-definition';
 import { jobConfigCodec } from '../../src/shared/config/job-config';
 import { registryPaths } from '../../src/shared/registry/registry-paths';
 import { triggerRequestCodec } from '../../src/shared/registry/trigger-request';
@@ -63,6 +63,30 @@ describe('manual triggers', () => {
     expect(runs[0].fireTime % 1_000).not.toBe(0); // never taken for a scheduled fire
     expect(new Set(runs.map((r) => r.instanceId))).toEqual(new Set(['w1', 'w2']));
     expect(cluster.finishes('on-demand').every((f) => f.status === 'completed')).toBe(true);
+  });
+
+  it('a triggered fire has its once-per-fire listeners: beforeFire and afterFire once per trigger, around its items', async () => {
+    const calls: Array<{ event: string; fireTime: number; source: string; items: number; at: number }> = [];
+    const record = (event: string) => (fire: FireContext) => void calls.push({ event, fireTime: fire.fireTime, source: fire.source, items: fire.shardingTotalCount, at: Date.now() });
+    const job = defineJob({ name: 'on-demand-listened', shardingTotalCount: 3, execute: () => sleep(50), listeners: { beforeFire: record('before'), afterFire: record('after') } });
+    for (const id of ['w1', 'w2']) await cluster.start({ roles: ['worker'], jobs: [job], instanceId: id });
+    const leader = await cluster.start({ roles: ['scheduler'], instanceId: 'leader' });
+    await waitFor(() => leader.leader!.isLeader, { message: 'leader elected' });
+    for (const round of [1, 2]) {
+      await trigger('on-demand-listened');
+      await waitFor(() => calls.filter((c) => c.event === 'after').length === round, { timeoutMs: 10_000, message: `afterFire of trigger ${round}` });
+    }
+    await sleep(500);
+    const fires = [...new Set(triggerRuns('on-demand-listened').map((r) => r.fireTime))];
+    expect(fires).toHaveLength(2);
+    for (const fireTime of fires) {
+      const ofFire = calls.filter((c) => c.fireTime === fireTime);
+      expect(ofFire.map((c) => [c.event, c.source, c.items])).toEqual([['before', 'TRIGGER', 3], ['after', 'TRIGGER', 3]]);
+      const starts = cluster.starts('on-demand-listened').filter((s) => s.fireTime === fireTime);
+      const finishes = cluster.finishes('on-demand-listened').filter((f) => f.fireTime === fireTime);
+      expect(ofFire[0].at).toBeLessThanOrEqual(Math.min(...starts.map((s) => s.at)));
+      expect(ofFire[1].at).toBeGreaterThanOrEqual(Math.max(...finishes.map((f) => f.at)));
+    }
   });
 
   it('a trigger that finds an item running runs it once more right after; nothing is dropped', async () => {

@@ -94,15 +94,19 @@ export type ErrorHandlerFunction = (error: unknown, ctx: ShardingContext) => voi
 /** A job's error handler: a built-in name, a webhook (`{ webhook: url }`, POSTed a JSON report), or a function. */
 export type JobErrorHandler = StoredErrorHandler | ErrorHandlerFunction;
 
-/** A fire of a job, as the once-per-fire listeners see it. */
+/** A fire of a job, as the once-per-fire listeners see it (docs/listeners.md). */
 export interface FireContext {
+  /** The job's name. */
   readonly jobName: string;
+  /** Nominal fire time (epoch ms); for manual triggers, the trigger time. */
   readonly fireTime: number;
+  /** Source of the request whose instance runs the listener (a failed-over item's is `FAILOVER`). */
   readonly source: ExecutionSource;
-  /** Items dispatched for the fire. */
+  /** Items the fire dispatched (disabled items left out). */
   readonly shardingTotalCount: number;
   /** The instance running the listener. */
   readonly instanceId: string;
+  /** A pino child logger scoped with `{job, fireTime}`. */
   readonly log: Logger;
 }
 

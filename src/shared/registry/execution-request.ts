@@ -33,6 +33,17 @@ export const executionRequestSchema = z.object({
    * (consumers may take them in any order), waiting at most a couple of seconds for it.
    */
   after: z.number().int().nonnegative().optional(),
+  /**
+   * Set when the job has once-per-fire listeners (its config's `fireListeners`): how many items the
+   * fire dispatched. The workers count each item of the fire once when it ends (src/worker/fire-listeners.ts);
+   * the one whose count completes the fire runs `afterFire`. Kept by every move of the request.
+   */
+  fireItems: z.number().int().positive().optional(),
+  /**
+   * The item will not run for this fire (its instance was lost and the job has failover off): the
+   * worker that takes this request only counts the item as ended for the fire, so `afterFire` still runs.
+   */
+  givenUp: z.literal(true).optional(),
 });
 
 export type ExecutionRequest = z.output<typeof executionRequestSchema>;

@@ -39,6 +39,8 @@ export const failoverIntentSchema = z.object({
         source: z.enum(ExecutionSources),
         target: z.string().min(1),
         queue: z.string().min(1),
+        /** The original request's {@link ExecutionRequest.fireItems} (once-per-fire listeners). */
+        fireItems: z.number().int().positive().optional(),
       }),
     )
     .min(1),
