@@ -38,7 +38,7 @@ export class ShardcronMetrics {
 
   constructor() {
     const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry, prefix: 'shardcron_process_' });
+    collectDefaultMetrics({ register: this.registry, prefix: 'shardcron_' });
     this.fires = new Counter({ name: 'shardcron_fires_total', help: 'Fires dispatched by this process while it led, by job (MISFIRE and TRIGGER fires included)', labelNames: ['job'], registers });
     this.executions = new Counter({ name: 'shardcron_executions_total', help: 'Executions ended on this worker, by job and status', labelNames: ['job', 'status'], registers });
     this.fireToStart = new Histogram({

@@ -41,6 +41,11 @@ afterAll(async () => {
 });
 
 describe('health and auth', () => {
+  it('refuses to start on a non-loopback address without a token, naming SHARDCRON_OPS_TOKEN', async () => {
+    const start = cluster.start({ roles: ['console'], instanceId: 'open-console', ops: { host: '0.0.0.0', port: 0 } });
+    await expect(start).rejects.toMatchObject({ code: 'SHARDCRON_INVALID_CONFIG', issues: [expect.objectContaining({ field: 'SHARDCRON_OPS_TOKEN' })] });
+  });
+
   it('/healthz and /readyz need no token; /readyz names ZooKeeper, Redis and the leader', async () => {
     expect(await api.get('/healthz')).toMatchObject({ status: 200, body: { status: 'ok' } });
     const ready = await eventually(async () => {
