@@ -15,6 +15,7 @@ import { queuePrefix } from '../shared/registry/queue-names';
 import { registryPaths } from '../shared/registry/registry-paths';
 import { NodeCache, type ZkClient } from '../shared/zk';
 import { startConsole, type ConsoleServer } from './console-server';
+import { HttpCodes, HttpError } from './http-errors';
 import { ExecutionHistory } from './execution-history';
 import { ShardcronMetrics, type LeaderEventSource, type WorkerEventSource } from './metrics';
 import { queueDepths } from './queue-depths';
@@ -23,6 +24,12 @@ import { z } from 'zod';
 
 /** How long a readiness probe or a scrape waits for Redis before it reports it down. */
 const REDIS_PROBE_MS = 1_000;
+/**
+ * How long `GET .../executions` waits for Redis: the console's connection waits for a reconnect
+ * (BullMQ's setting, which Bull Board's queues need), so without a bound a request would hang for
+ * the whole outage.
+ */
+const REDIS_READ_MS = 5_000;
 
 const leaderNodeCodec = jsonCodec(z.object({ instanceId: z.string() }).loose(), 'leader node');
 
@@ -113,7 +120,11 @@ export class ConsoleRole {
       log: options.logger,
       metrics: this.metrics,
       readiness: () => this.readiness(),
-      executions: (job, query) => this.history.recent(job, query),
+      executions: async (job, query) => {
+        const records = await within(this.history.recent(job, query), REDIS_READ_MS);
+        if (!records) throw new HttpError(503, HttpCodes.UNAVAILABLE, `Redis did not answer within ${REDIS_READ_MS} ms (see /readyz); try again`);
+        return records;
+      },
       lastExecutions: (jobs) => this.history.lastOf(jobs),
       createJob: async (body, requestedBy) => {
         const config = await this.admin.createJob(body, { requestedBy });

@@ -2,7 +2,7 @@
  * `GET /api/jobs/:name/executions` with SHARDCRON_TRACING_PG_URL, against real ZooKeeper, Redis and
  * PostgreSQL: the recent list in Redis answers first, newest first; when it holds fewer records than
  * asked, the rest come from ElasticJob's traces, all older than the list's oldest; the item filter
- * applies to both; with PostgreSQL stopped the list alone is answered.
+ * applies to both; with PostgreSQL stopped the list alone is answered; with Redis stopped, 503s.
  */
 import { PostgresServer } from '../../src/dev/postgres-server';
 import type { RedisServer } from '../../src/dev/redis-server';
@@ -76,5 +76,24 @@ describe('executions from Redis, then PostgreSQL', () => {
     } finally {
       await pg.restart();
     }
+  });
+
+  it('answers 503 while Redis is down: /readyz names it, executions give up within 5 s', async () => {
+    await redis.stop();
+    try {
+      const ready = await api.get('/readyz');
+      expect(ready.status).toBe(503);
+      expect(ready.body).toMatchObject({ zookeeper: 'ok', redis: 'down' });
+      const started = Date.now();
+      const answer = await api.get('/api/jobs/billing/executions?limit=5');
+      expect(answer.status).toBe(503);
+      expect(answer.body.error.code).toBe('SHARDCRON_UNAVAILABLE');
+      expect(Date.now() - started).toBeLessThan(8_000);
+    } finally {
+      await redis.restart();
+    }
+    await waitFor(async () => (await api.get('/readyz')).status === 200, { message: 'ready again' });
+    // This test Redis keeps nothing across a restart: the list is gone, the traces answer alone.
+    expect(fireTimes(await api.get('/api/jobs/billing/executions?limit=5'))).toEqual([24, 23, 22, 21, 20]);
   });
 });
