@@ -1,4 +1,4 @@
-/** Two projects: `unit` needs no servers; `integration` starts real ZooKeeper and Redis itself. */
+/** `unit` needs no servers; `integration` starts real ZooKeeper and Redis itself; `e2e` adds a browser. */
 const transform = { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022', parser: { syntax: 'typescript' } } }] };
 
 module.exports = {
@@ -17,6 +17,13 @@ module.exports = {
       transform,
       testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
       // Run with --runInBand (see package.json): suites start their own servers and assert on timing.
+    },
+    {
+      // A real browser (chromium) on the console of a real cluster; screenshots in test-artifacts/.
+      displayName: 'e2e',
+      testEnvironment: 'node',
+      transform,
+      testMatch: ['<rootDir>/test/e2e/**/*.test.ts'],
     },
   ],
 };

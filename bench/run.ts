@@ -12,6 +12,7 @@ import type { BenchContext, BenchMode } from './lib/context';
 import { evaluateTargets, renderMarkdown, type BenchResults } from './lib/report';
 import { SHARDCRON_CODE, WORKER_NODE_ARGS } from './lib/procs';
 import { machineInfo, startServices } from './lib/services';
+import { runConsole } from './scenarios/console';
 import { runFailover } from './scenarios/failover';
 import { runFloor } from './scenarios/floor';
 import { runLatency } from './scenarios/latency';
@@ -19,7 +20,7 @@ import { runLeaderFailover } from './scenarios/leader-failover';
 import { runScaleAll } from './scenarios/scale';
 import { runThroughput } from './scenarios/throughput';
 
-const SCENARIOS = ['floor', 'latency', 'throughput', 'failover', 'leader-failover', 'scale'] as const;
+const SCENARIOS = ['floor', 'latency', 'throughput', 'failover', 'leader-failover', 'scale', 'console'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 function parseArgs(argv: string[]): { mode: BenchMode; only: Scenario[] } {
@@ -70,6 +71,7 @@ async function main(): Promise<void> {
     failover: async () => void (results.scenarios.failover = await runFailover(ctx)),
     'leader-failover': async () => void (results.scenarios.leaderFailover = await runLeaderFailover(ctx)),
     scale: async () => void (results.scenarios.scale = await runScaleAll(ctx)),
+    console: async () => void (results.scenarios.console = await runConsole(ctx)),
   };
   const dir = path.join(__dirname, 'results');
   fs.mkdirSync(dir, { recursive: true });

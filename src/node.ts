@@ -2,6 +2,7 @@ import { createRedisClient } from './shared/redis/redis-connection';
 import { redisTarget, type RedisTarget } from './shared/redis/redis-target';
 import { queuePrefix } from './shared/registry/queue-names';
 import { LeaderService } from './leader/leader-service';
+import { ConsoleRole } from './ops/console-role';
 import { loadEnvConfig, type Role, type ShardcronEnvConfig } from './shared/config/env-config';
 import type { ResolvedJobDefinition } from './shared/config/job-definition';
 import { applyHeapGrowth, defaultHeapGrowth } from './shared/heap-growth';
@@ -35,6 +36,8 @@ export interface StartNodeOptions {
   shutdownGraceMs?: number;
   /** V8's heap growing percent for this process (SHARDCRON_HEAP_GROWTH_PERCENT); 0 keeps V8's policy; unset: by roles. */
   heapGrowthPercent?: number;
+  /** The console role's address and tokens; each field replaces its SHARDCRON_OPS_* variable. Port 0: any free port. */
+  ops?: { host?: string; port?: number; token?: string; readToken?: string };
   logger?: Logger;
 }
 
@@ -47,6 +50,8 @@ export interface ShardcronNode {
   readonly leader: LeaderService | undefined;
   /** Present with the worker role. */
   readonly worker: WorkerService | undefined;
+  /** Present with the console role: its `url`, metrics and admin. */
+  readonly console: ConsoleRole | undefined;
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -120,10 +125,30 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
       cleanups.push(() => leader!.close());
       await leader.start();
     }
-    if (roles.includes('console')) log.info('the console role is not part of this version yet; ignoring it');
+    let consoleRole: ConsoleRole | undefined;
+    if (roles.includes('console')) {
+      const ops = options.ops ?? {};
+      const token = ops.token ?? env.ops.token;
+      const readToken = ops.readToken ?? env.ops.readToken;
+      consoleRole = new ConsoleRole({
+        zk,
+        redis,
+        namespace,
+        host: ops.host ?? env.ops.host,
+        port: ops.port ?? env.ops.port,
+        tokens: { ...(token !== undefined && { admin: token }), ...(readToken !== undefined && { read: readToken }) },
+        ...(env.tracingPgUrl !== undefined && { tracingPgUrl: env.tracingPgUrl }),
+        ...(leader && { leader }),
+        ...(worker && { worker }),
+        logger: log,
+      });
+      // Closed first: it stops answering before the roles it reports on go.
+      cleanups.push(() => consoleRole!.close());
+      await consoleRole.start();
+    }
 
     log.info({ roles, ip }, 'node started');
-    return { instanceId, config: env, zk, leader, worker, close, [Symbol.asyncDispose]: close };
+    return { instanceId, config: env, zk, leader, worker, console: consoleRole, close, [Symbol.asyncDispose]: close };
   } catch (err) {
     await close();
     throw err;

@@ -1,4 +1,5 @@
 /** Targets (met / missed and by how much) and the markdown tables of a bench run. */
+import type { ConsoleBenchResult } from '../scenarios/console';
 import type { FailoverResult } from '../scenarios/failover';
 import type { FloorResult } from '../scenarios/floor';
 import type { LatencyCaseResult } from '../scenarios/latency';
@@ -7,7 +8,7 @@ import type { ScaleResult } from '../scenarios/scale';
 import type { ThroughputResult } from '../scenarios/throughput';
 import type { MachineInfo } from './services';
 import type { WindowResult } from './measure';
-import { fmt, triple } from './stats';
+import { fmt, round, triple } from './stats';
 
 export interface BenchResults {
   mode: string;
@@ -23,6 +24,7 @@ export interface BenchResults {
     failover?: FailoverResult;
     leaderFailover?: LeaderFailoverRun[];
     scale?: ScaleResult[];
+    console?: ConsoleBenchResult;
   };
   /** Per scenario: wall time and the machine's 1-minute load average before and after (the box may be shared). */
   runs: Record<string, { seconds: number; loadBefore: number; loadAfter: number; error?: string }>;
@@ -107,6 +109,13 @@ export function evaluateTargets(s: BenchResults['scenarios']): Target[] {
     : undefined;
   out.push(check('monitorExecution off: ZooKeeper writes per item (beyond one ledger per job)', perItem, 0, 'writes/item',
     `0 (${s.throughput?.jobs ?? 100} jobs x ${s.throughput?.itemsPerJob ?? 100} items per fire)`));
+  const c = s.console;
+  out.push(check('Console GET /api/jobs, 1,000 jobs, while firing: p99', c?.listJobs.p99, 20, 'ms'));
+  out.push(check('Console GET /api/jobs/:name, 1,000 jobs, while firing: p99', c?.getJob.p99, 20, 'ms'));
+  // A notification reaches the two consoles' sessions a moment apart: a read or two either side of the
+  // window's ends is that, not the requests (one read per request would be thousands). Judged to 2 decimals.
+  out.push(check('Console: ZooKeeper reads per request (measured console minus an idle control)', c === undefined ? undefined : round(c.zkReads.perRequest, 2), 0, 'reads',
+    c ? `0 to 2 decimals (${fmt(c.zkReads.measured)} reads against the control's ${fmt(c.zkReads.control)} over ${fmt(2 * c.listJobs.n)} requests)` : undefined));
   return out;
 }
 
@@ -251,6 +260,17 @@ export function renderMarkdown(r: BenchResults): string {
       out.push(table(['transactions of one item', 'ops per item', 'items/s', 'ZooKeeper CPU per item', 'client CPU per item'],
         f.itemShapes.map((x) => [x.shape, fmt(x.opsPerItem), fmt(x.itemsPerSecond), `${fmt(x.zkServerUsPerItem)} µs`, `${fmt(x.clientUsPerItem)} µs`])));
     }
+  }
+  if (s.console) {
+    const c = s.console;
+    out.push('', `## 7. Console (${fmt(c.jobs)} jobs, ${c.firingJobs} of them x ${c.itemsPerFiringJob} items firing every second; requests one at a time; p50 / p99 / max)`, '');
+    out.push(table(['figure', 'value'], [
+      ['GET /api/jobs', `${triple(c.listJobs)} (${fmt(c.listJobs.n)} requests, ${fmt(c.listBytes / 1024)} KiB each)`],
+      ['GET /api/jobs/:name', `${triple(c.getJob)} (${fmt(c.getJob.n)} requests over ${c.detailJobs} jobs)`],
+      ['window; fires dispatched in it', `${fmt(c.windowS)} s; ${fmt(c.firesInWindow)}`],
+      ['ZooKeeper reads in the window: measured console / idle control', `${fmt(c.zkReads.measured)} / ${fmt(c.zkReads.control)} (difference per request: ${c.zkReads.perRequest.toFixed(5)})`],
+      ['ZooKeeper reads of the console\'s start; of the first GET /api/jobs/:name of each detail job', `${fmt(c.zkReads.start)}; ${fmt(c.zkReads.firstDetailReads)}`],
+    ]));
   }
   out.push('', '## Runs', '', table(['scenario', 'seconds', 'load avg before / after', 'error'],
     Object.entries(r.runs).map(([k, v]) => [k, fmt(v.seconds), `${fmt(v.loadBefore, 2)} / ${fmt(v.loadAfter, 2)}`, v.error ?? ''])));

@@ -29,6 +29,7 @@ interface LogLine {
   epoch?: number;
   roles?: string[];
   signal?: string;
+  url?: string;
   err?: { message?: string; type?: string };
 }
 
@@ -82,6 +83,8 @@ export class DevLogRenderer {
         return [`${time}  ${name} is the leader now (epoch ${entry.epoch ?? '?'})`];
       case 'leadership lost':
         return [`${time}  ${name} is no longer the leader (${entry.reason ?? 'unknown reason'})`];
+      case 'console listening':
+        return [`${time}  ${name} serves the console at ${entry.url ?? '?'}`];
       case 'node started':
         return [`${time}  ${name} is up (${(entry.roles ?? []).join(', ') || 'no roles'})`];
       case 'shutting down':

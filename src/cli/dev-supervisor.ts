@@ -9,6 +9,7 @@ import { loadJobsModule } from '../jobs-module';
 import { loadEnvConfig, type ShardcronEnvConfig } from '../shared/config/env-config';
 import { ShardcronError } from '../shared/errors';
 import { DevCluster } from './dev-cluster';
+import { describeDevConsole, devConsole } from './dev-console';
 import type { DevOptions } from './dev-options';
 import { clockTime, DevLogRenderer } from './dev-log';
 import { startHaServices } from './dev-ha-services';
@@ -47,7 +48,8 @@ export async function runDevSupervisor(options: Required<DevOptions>, io: CliIo)
   let config: ShardcronEnvConfig;
   let jobNames: string[];
   try {
-    config = loadEnvConfig(io.env);
+    // dev gives each of its nodes its roles; the console's token is generated when its address needs one.
+    config = loadEnvConfig({ ...io.env, SHARDCRON_ROLES: 'scheduler,worker' });
     jobNames = (await loadJobsModule(EXAMPLE_JOBS)).map((job) => job.name);
   } catch (err) {
     if (!(err instanceof ShardcronError)) throw err;
@@ -81,7 +83,8 @@ export async function runDevSupervisor(options: Required<DevOptions>, io: CliIo)
     services.describe().forEach(print);
     print(`  ${'namespace'.padEnd(10)} ${namespace}  (ZooKeeper /${namespace}; Redis BullMQ queues shardcron:${namespace}.*)`);
     print(`  ${'jobs'.padEnd(10)} ${jobsPath}: ${jobNames.join(', ')}  (docs/examples.md)`);
-    print(`  ${'console'.padEnd(10)} not available yet`);
+    const consoleAt = await devConsole(config, io.env);
+    print(`  ${'console'.padEnd(10)} ${describeDevConsole(consoleAt)}`);
     if (services.dataDir) print(`  ${'data'.padEnd(10)} ${services.dataDir}  (removed on stop)`);
 
     const renderer = new DevLogRenderer({ launchedAt: options.launchedAt, jobNames });
@@ -101,7 +104,8 @@ export async function runDevSupervisor(options: Required<DevOptions>, io: CliIo)
       SHARDCRON_LOG_LEVEL: 'info',
     };
     // An empty value counts as unset: a SHARDCRON_JOBS of the caller's is not the scheduler's business.
-    cluster.start({ name: 'scheduler-1', env: { ...common, SHARDCRON_ROLES: 'scheduler', SHARDCRON_INSTANCE_ID: 'scheduler-1', SHARDCRON_JOBS: '' } });
+    // The scheduler serves the console too: one process fewer, and the console's metrics show the leader's fires.
+    cluster.start({ name: 'scheduler-1', env: { ...common, ...consoleAt.env, SHARDCRON_ROLES: 'scheduler,console', SHARDCRON_INSTANCE_ID: 'scheduler-1', SHARDCRON_JOBS: '' } });
     for (let i = 1; i <= options.workers; i += 1) {
       const name = `worker-${i}`;
       cluster.start({ name, env: { ...common, SHARDCRON_ROLES: 'worker', SHARDCRON_INSTANCE_ID: name, SHARDCRON_JOBS: EXAMPLE_JOBS } });

@@ -10,7 +10,7 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
 import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from '../shared/logger';
 import { QUEUE_PREFIX } from '../shared/registry/queue-names';
 
@@ -28,9 +28,11 @@ export class BullBoard {
   private syncing: Promise<void> | undefined;
 
   constructor(
-    private readonly connection: Redis,
+    private readonly connection: Redis | Cluster,
     private readonly live: LiveQueues,
     private readonly log: Logger,
+    /** BullMQ prefix of the namespace's queues (`queuePrefix(namespace, target)`). */
+    private readonly prefix = QUEUE_PREFIX,
     private readonly intervalMs = 2_000,
   ) {
     this.adapter.setBasePath(BULL_BOARD_PATH);
@@ -80,7 +82,7 @@ export class BullBoard {
     }
     for (const name of wanted) {
       if (this.queues.has(name)) continue;
-      const queue = new Queue(name, { connection: this.connection, prefix: QUEUE_PREFIX });
+      const queue = new Queue(name, { connection: this.connection, prefix: this.prefix });
       this.queues.set(name, queue);
       this.board.addQueue(new BullMQAdapter(queue));
     }

@@ -5,7 +5,7 @@
  */
 import cookie from '@fastify/cookie';
 import Fastify, { type FastifyInstance } from 'fastify';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from '../shared/logger';
 import type { ExecutionRecord } from '../shared/registry/execution-record';
 import { ConsoleAuth, CSRF_HEADER, SESSION_COOKIE, type Role } from './auth';
@@ -31,7 +31,7 @@ export interface ConsoleOptions {
   lastExecutions?: LastExecutions;
   createJob?: JobCreator;
   /** Bull Board: a Redis connection for its Queue objects and the live queues to show. */
-  bullBoard?: { connection: Redis; liveQueues(): Promise<readonly string[]> };
+  bullBoard?: { connection: Redis | Cluster; prefix: string; liveQueues(): Promise<readonly string[]> };
 }
 
 /** A running console. */
@@ -66,7 +66,8 @@ export async function buildConsole(options: ConsoleOptions): Promise<{ app: Fast
       if (err instanceof HttpError && err.status === 401 && request.method === 'GET' && path.startsWith(BULL_BOARD_PATH) && !path.startsWith(`${BULL_BOARD_PATH}/api`)) {
         return reply.redirect(`/?login=1&next=${encodeURIComponent(path)}`);
       }
-      throw err;
+      // Answered here, not thrown: Bull Board's routes have their own error handler, which would make it a 500.
+      return sendError(reply, err, log);
     }
   });
   app.addHook('onResponse', async (request, reply) => {
@@ -94,7 +95,7 @@ export async function buildConsole(options: ConsoleOptions): Promise<{ app: Fast
   registerDashboard(app);
   let board: BullBoard | undefined;
   if (options.bullBoard) {
-    board = new BullBoard(options.bullBoard.connection, options.bullBoard.liveQueues, log);
+    board = new BullBoard(options.bullBoard.connection, options.bullBoard.liveQueues, log, options.bullBoard.prefix);
     await board.mount(app);
   }
   return { app, board };

@@ -4,23 +4,15 @@
  * leadership, the worker's executions. Queue depths and live instances are read when scraped.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { ExecutionSource } from '../shared/registry/execution-request';
+import type { LeaderServiceEvents } from '../leader/leader-service';
+import type { TypedEmitter } from '../shared/typed-emitter';
+import type { WorkerServiceEvents } from '../worker/worker-service';
 
-/** What the leader role reports (a subset of LeaderService's events). */
-export interface LeaderEventSource {
-  on(event: 'fire:dispatched', listener: (e: { job: string; source: ExecutionSource }) => void): unknown;
-  on(event: 'fire:skipped', listener: (e: { job: string; reason: string }) => void): unknown;
-  on(event: 'item:failover', listener: (e: { job: string }) => void): unknown;
-  on(event: 'leader:elected', listener: () => void): unknown;
-  on(event: 'leader:lost', listener: () => void): unknown;
-  readonly isLeader: boolean;
-}
+/** What the leader role reports (LeaderService's events and leadership). */
+export type LeaderEventSource = Pick<TypedEmitter<LeaderServiceEvents>, 'on'> & { readonly isLeader: boolean };
 
-/** What the worker role reports (a subset of WorkerService's events). */
-export interface WorkerEventSource {
-  on(event: 'item:started', listener: (e: { job: string; fireTime: number; item: number; source: string; at: number }) => void): unknown;
-  on(event: 'item:finished', listener: (e: { job: string; status?: string; reason?: string; at: number; fireTime: number; item: number; source: string }) => void): unknown;
-}
+/** What the worker role reports (WorkerService's events). */
+export type WorkerEventSource = Pick<TypedEmitter<WorkerServiceEvents>, 'on'>;
 
 /** Read when Prometheus scrapes. */
 export interface ScrapeSources {
@@ -46,7 +38,7 @@ export class ShardcronMetrics {
 
   constructor() {
     const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry, prefix: 'shardcron_process_' });
+    collectDefaultMetrics({ register: this.registry, prefix: 'shardcron_' });
     this.fires = new Counter({ name: 'shardcron_fires_total', help: 'Fires dispatched by this process while it led, by job (MISFIRE and TRIGGER fires included)', labelNames: ['job'], registers });
     this.executions = new Counter({ name: 'shardcron_executions_total', help: 'Executions ended on this worker, by job and status', labelNames: ['job', 'status'], registers });
     this.fireToStart = new Histogram({

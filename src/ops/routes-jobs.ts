@@ -11,9 +11,9 @@ import { HttpCodes, HttpError, parseInput } from './http-errors';
 
 /** What the routes need of the admin layer (src/admin's Admin). */
 export interface ConsoleAdmin {
-  listJobs(): Promise<ReadonlyArray<{ name: string } & Record<string, unknown>>>;
-  getJob(job: string): Promise<{ name: string } & Record<string, unknown>>;
-  listInstances(): Promise<ReadonlyArray<{ instanceId: string; queue: string } & Record<string, unknown>>>;
+  listJobs(): Promise<ReadonlyArray<{ name: string }>>;
+  getJob(job: string): Promise<{ name: string }>;
+  listInstances(): Promise<ReadonlyArray<{ instanceId: string; queue: string }>>;
   trigger(job: string, options?: { requestedBy?: string }): Promise<{ requestId: string }>;
   disableJob(job: string): Promise<unknown>;
   enableJob(job: string): Promise<unknown>;
@@ -27,8 +27,10 @@ export interface ConsoleAdmin {
 
 /** The recent executions of a job, newest first. */
 export type ExecutionsReader = (job: string, options: { limit: number; item?: number }) => Promise<ExecutionRecord[]>;
-/** The newest execution of each job, as known (kept fresh off the request path). */
-export type LastExecutions = () => ReadonlyMap<string, Pick<ExecutionRecord, 'status' | 'finishedAt' | 'item' | 'error'>>;
+/** What the job list shows of a job's newest execution. */
+export type LastExecution = Pick<ExecutionRecord, 'status' | 'finishedAt' | 'item' | 'error'>;
+/** The newest execution of each of `jobs`, as known (kept fresh off the request path: never waits for Redis). */
+export type LastExecutions = (jobs: readonly string[]) => ReadonlyMap<string, LastExecution>;
 /** Stores a job defined by the API (SCRIPT or HTTP); 409 when the name exists. */
 export type JobCreator = (body: unknown, requestedBy: string) => Promise<{ name: string; config: unknown }>;
 
@@ -54,8 +56,8 @@ export function registerJobRoutes(app: FastifyInstance, deps: { admin: ConsoleAd
   const name = (request: FastifyRequest) => parseInput(jobParams, request.params, 'path').name;
 
   app.get('/api/jobs', async () => {
-    const last = deps.lastExecutions?.();
     const jobs = await admin.listJobs();
+    const last = deps.lastExecutions?.(jobs.map((job) => job.name));
     return { jobs: jobs.map((job) => ({ ...job, lastExecution: last?.get(job.name) ?? null })) };
   });
 

@@ -15,7 +15,6 @@ const logger = process.env.SHARDCRON_TEST_LOG
   : pino({ level: 'silent' });
 
 export class TestCluster {
-  readonly namespace = uniqueNamespace('cluster');
   readonly nodes: ShardcronNode[] = [];
   /** Every start and finish, in the order workers reported them. */
   readonly log: ExecutionEvent[] = [];
@@ -23,6 +22,8 @@ export class TestCluster {
   constructor(
     private readonly zk: ZooKeeperServer,
     private readonly redis: RedisServer,
+    /** Default: a new one; give another cluster's to join it. */
+    readonly namespace = uniqueNamespace('cluster'),
   ) {}
 
   async start(options: StartNodeOptions & { instanceId: string }): Promise<ShardcronNode> {

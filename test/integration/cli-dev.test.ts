@@ -96,7 +96,16 @@ it('starts servers and nodes, shows every example job running, and Ctrl-C leaves
   expect(text).toContain(`zookeeper  127.0.0.1:${zkPort}  (started here, pid`);
   expect(text).toContain(`redis      redis://127.0.0.1:${redisPort}  (started here, pid`);
   expect(text).toMatch(/namespace  dev /);
-  expect(text).toMatch(/console +not available yet/);
+  // The console: its URL, served by the scheduler, answering the API with the example jobs and their instances.
+  const consoleUrl = /console +(http:\/\/127\.0\.0\.1:\d+\/) +\(no token needed on this loopback address/.exec(text)?.[1];
+  expect(consoleUrl).toBeDefined();
+  await waitForOutput(d, () => d.output.some((line) => line.includes(`scheduler-1 serves the console at ${consoleUrl!.slice(0, -1)}`)), 'the console to listen', 10_000);
+  const jobs = (await (await fetch(`${consoleUrl}api/jobs`)).json()) as { jobs: Array<{ name: string; instances: number }> };
+  expect(jobs.jobs.map((j) => j.name).sort()).toEqual([...EXAMPLE_JOBS].sort());
+  const instances = (await (await fetch(`${consoleUrl}api/instances`)).json()) as { instances: Array<{ instanceId: string }> };
+  expect(instances.instances.map((i) => i.instanceId)).toEqual(['worker-1', 'worker-2']);
+  expect((await fetch(consoleUrl!)).status).toBe(200);
+  const consolePort = Number(new URL(consoleUrl!).port);
   expect(text).toMatch(/stop +Ctrl-C stops everything started here/);
   expect(text).toMatch(/processes +scheduler-1 pid \d+, worker-1 pid \d+, worker-2 pid \d+/);
   expect(text).toMatch(/scheduler-1 is the leader now/);
@@ -119,6 +128,7 @@ it('starts servers and nodes, shows every example job running, and Ctrl-C leaves
   expect(pids.filter(isProcessAlive)).toEqual([]);
   expect(await isListening('127.0.0.1', zkPort)).toBe(false);
   expect(await isListening('127.0.0.1', redisPort)).toBe(false);
+  expect(await isListening('127.0.0.1', consolePort)).toBe(false);
   expect(fs.existsSync(dataDir!)).toBe(false);
   expect(leftovers()).toEqual([]);
 });

@@ -77,6 +77,15 @@ describe('nextFireTime', () => {
     expect(nextFireTime(config({ cron: '0 30 9 * * ?', timeZone: 'America/New_York' }), NOW)).toBe(Date.UTC(2026, 10, 25, 14, 30));
   });
 
+  it('follows time on one config: the same fire until it is reached, the next one from it, and back when the clock goes back', () => {
+    const c = config();
+    expect(nextFireTime(c, NOW)).toBe(Date.UTC(2026, 10, 25, 12, 0, 5));
+    expect(nextFireTime(c, Date.UTC(2026, 10, 25, 12, 0, 4, 999))).toBe(Date.UTC(2026, 10, 25, 12, 0, 5));
+    expect(nextFireTime(c, Date.UTC(2026, 10, 25, 12, 0, 5))).toBe(Date.UTC(2026, 10, 25, 12, 0, 10));
+    expect(nextFireTime(c, Date.UTC(2026, 10, 25, 12, 0, 7))).toBe(Date.UTC(2026, 10, 25, 12, 0, 10));
+    expect(nextFireTime(c, Date.UTC(2026, 10, 25, 11, 59, 0))).toBe(Date.UTC(2026, 10, 25, 11, 59, 5));
+  });
+
   it('is null for a trigger-only job and for a disabled one', () => {
     expect(nextFireTime(config({ cron: undefined }), NOW)).toBeNull();
     expect(nextFireTime(config({ disabled: true }), NOW)).toBeNull();

@@ -83,7 +83,7 @@ async function start() {
   }
   $('login').hidden = true;
   $('app').hidden = false;
-  $('logout').hidden = state.role === 'anonymous';
+  $('logout').hidden = state.role === 'open';
   $('role').textContent = state.role === 'read' ? 'read-only' : state.role === 'admin' ? 'admin' : '';
   document.body.classList.toggle('read-only', state.role === 'read');
   poll();

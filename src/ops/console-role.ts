@@ -1,0 +1,164 @@
+/**
+ * The console role of a node (DESIGN.md "Processes and roles"): the ops HTTP server over an Admin on
+ * the node's own ZooKeeper session, with one Redis connection of its own (Bull Board's queues, the
+ * execution history, queue depths, readiness). Metrics are this process's: the node's leader and
+ * worker, when it has them, feed them through their events.
+ */
+import { Admin } from '../admin/admin';
+import { isLoopbackHost } from '../shared/config/env-config';
+import { jsonCodec } from '../shared/codec';
+import { ConfigError, ErrorCodes } from '../shared/errors';
+import type { Logger } from '../shared/logger';
+import { createRedisClient, type RedisClient } from '../shared/redis/redis-connection';
+import type { RedisTarget } from '../shared/redis/redis-target';
+import { queuePrefix } from '../shared/registry/queue-names';
+import { registryPaths } from '../shared/registry/registry-paths';
+import { NodeCache, type ZkClient } from '../shared/zk';
+import { startConsole, type ConsoleServer } from './console-server';
+import { HttpCodes, HttpError } from './http-errors';
+import { ExecutionHistory } from './execution-history';
+import { ShardcronMetrics, type LeaderEventSource, type WorkerEventSource } from './metrics';
+import { queueDepths } from './queue-depths';
+import type { Readiness } from './routes-cluster';
+import { z } from 'zod';
+
+/** How long a readiness probe or a scrape waits for Redis before it reports it down. */
+const REDIS_PROBE_MS = 1_000;
+/**
+ * How long `GET .../executions` waits for Redis: the console's connection waits for a reconnect
+ * (BullMQ's setting, which Bull Board's queues need), so without a bound a request would hang for
+ * the whole outage.
+ */
+const REDIS_READ_MS = 5_000;
+
+const leaderNodeCodec = jsonCodec(z.object({ instanceId: z.string() }).loose(), 'leader node');
+
+/** Options of {@link ConsoleRole}. */
+export interface ConsoleRoleOptions {
+  /** The node's started client, chrooted to the namespace. */
+  zk: ZkClient;
+  redis: RedisTarget;
+  namespace: string;
+  host: string;
+  /** 0: any free port (see {@link ConsoleRole.url}). */
+  port: number;
+  tokens: { admin?: string; read?: string };
+  tracingPgUrl?: string;
+  /** The node's scheduler role, if it has one: its fires, failovers and leadership are counted. */
+  leader?: LeaderEventSource;
+  /** The node's worker role, if it has one: its executions are counted. */
+  worker?: WorkerEventSource;
+  logger: Logger;
+}
+
+/** Within `ms`, or undefined. The timer does not keep the process alive. */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<undefined>((resolve) => {
+    timer = setTimeout(resolve, ms, undefined);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The console of one node: start(), url, close(). */
+export class ConsoleRole {
+  readonly metrics = new ShardcronMetrics();
+  readonly admin: Admin;
+  private readonly redis: RedisClient;
+  private readonly history: ExecutionHistory;
+  private readonly leaderNode: NodeCache<string>;
+  private readonly log: Logger;
+  private server: ConsoleServer | undefined;
+  private closing: Promise<void> | undefined;
+
+  constructor(private readonly options: ConsoleRoleOptions) {
+    const { host, tokens } = options;
+    // env-config refuses this too; options given to startNode in code do not pass through it.
+    if (!isLoopbackHost(host) && tokens.admin === undefined) {
+      throw new ConfigError(ErrorCodes.INVALID_CONFIG, 'Invalid console options', [
+        { field: 'SHARDCRON_OPS_TOKEN', message: `is required: the console binds the non-loopback address ${JSON.stringify(host)}; set a token of at least 16 characters, or bind 127.0.0.1` },
+      ]);
+    }
+    this.log = options.logger.child({ component: 'console' });
+    this.redis = createRedisClient(options.redis, { logger: options.logger, name: 'console', lazyConnect: true });
+    const prefix = queuePrefix(options.namespace, options.redis);
+    this.admin = new Admin({ zk: options.zk, redis: this.redis, queuePrefix: prefix, namespace: options.namespace, logger: options.logger });
+    this.history = new ExecutionHistory({ redis: this.redis, namespace: options.namespace, logger: options.logger, ...(options.tracingPgUrl !== undefined && { tracingPgUrl: options.tracingPgUrl }) });
+    this.leaderNode = new NodeCache(options.zk, { path: registryPaths.leader(), logger: this.log, decode: (data, path) => leaderNodeCodec.decode(data, path).instanceId });
+    if (options.leader) this.metrics.watchLeader(options.leader);
+    if (options.worker) this.metrics.watchWorker(options.worker);
+    this.metrics.scrapeFrom({
+      liveInstances: async () => (await this.admin.listInstances()).length,
+      queueDepths: async () => {
+        const queues = (await this.admin.listInstances()).map((i) => i.queue);
+        return (await within(queueDepths(this.redis, prefix, queues), REDIS_PROBE_MS)) ?? new Map();
+      },
+    });
+  }
+
+  /** `http://host:port` once started. */
+  get url(): string {
+    if (!this.server) throw new Error('the console is not started');
+    return this.server.url;
+  }
+
+  /** Loads the read model and the leader node, then listens. */
+  async start(): Promise<this> {
+    const { options } = this;
+    this.redis.connect().catch((err: unknown) => this.log.warn({ err }, 'console: Redis not reachable yet; retrying'));
+    await Promise.all([this.admin.readModel().start(), this.leaderNode.start()]);
+    this.server = await startConsole({
+      admin: this.admin,
+      host: options.host,
+      port: options.port,
+      tokens: options.tokens,
+      log: options.logger,
+      metrics: this.metrics,
+      readiness: () => this.readiness(),
+      executions: async (job, query) => {
+        const records = await within(this.history.recent(job, query), REDIS_READ_MS);
+        if (!records) throw new HttpError(503, HttpCodes.UNAVAILABLE, `Redis did not answer within ${REDIS_READ_MS} ms (see /readyz); try again`);
+        return records;
+      },
+      lastExecutions: (jobs) => this.history.lastOf(jobs),
+      createJob: async (body, requestedBy) => {
+        const config = await this.admin.createJob(body, { requestedBy });
+        return { name: config.name, config };
+      },
+      bullBoard: { connection: this.redis, prefix: queuePrefix(options.namespace, options.redis), liveQueues: async () => (await this.admin.listInstances()).map((i) => i.queue) },
+    });
+    return this;
+  }
+
+  /** ZooKeeper's session state, a Redis PING within a second, the leader's instance id (`none`). */
+  async readiness(): Promise<Readiness> {
+    const pong = await within(
+      this.redis.ping().catch(() => undefined),
+      REDIS_PROBE_MS,
+    );
+    return {
+      zookeeper: this.options.zk.state === 'connected' ? 'ok' : 'down',
+      redis: pong === 'PONG' ? 'ok' : 'down',
+      leader: this.leaderNode.value ?? 'none',
+    };
+  }
+
+  /** Stops listening, then closes the history, the admin's read model and the Redis connection; idempotent. */
+  close(): Promise<void> {
+    return (this.closing ??= (async () => {
+      const steps: Array<() => Promise<unknown>> = [
+        async () => this.server?.close(),
+        () => this.history.close(),
+        () => this.admin.close(),
+        () => this.leaderNode.close(),
+        async () => this.redis.disconnect(),
+      ];
+      for (const step of steps) await step().catch((err: unknown) => this.log.warn({ err }, 'console cleanup failed'));
+    })());
+  }
+}
