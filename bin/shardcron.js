@@ -7,8 +7,30 @@ const path = require('node:path');
 
 const root = path.join(__dirname, '..');
 const compiled = path.join(root, 'dist', 'cli.js');
+
+/** Newest modification time of the files under `dir` (0 when there is no such directory). */
+function newestSource(dir) {
+  let newest = 0;
+  let entries;
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return 0;
+  }
+  for (const entry of entries) {
+    const file = path.join(dir, entry.name);
+    if (entry.isDirectory()) newest = Math.max(newest, newestSource(file));
+    else newest = Math.max(newest, fs.statSync(file).mtimeMs);
+  }
+  return newest;
+}
+
+// In a checkout, a dist/ older than the sources (built before a pull or an edit) would run old code
+// silently: the sources win then. A package installed from the registry has no src/ to compare.
+const built = fs.existsSync(compiled) ? fs.statSync(compiled).mtimeMs : 0;
+const useCompiled = built > 0 && newestSource(path.join(root, 'src')) <= built;
 let cli;
-if (fs.existsSync(compiled)) {
+if (useCompiled) {
   cli = require(compiled);
 } else {
   try {
