@@ -1,5 +1,4 @@
 import { setMaxListeners } from 'node:events';
-import * as os from 'node:os';
 import { DelayedError, WaitingError, Worker, type Job } from 'bullmq';
 import { Semaphore } from '../shared/concurrency';
 import { createRedisClient, type RedisClient } from '../shared/redis/redis-connection';
@@ -7,22 +6,18 @@ import type { RedisTarget } from '../shared/redis/redis-target';
 import { ConfigError, ErrorCodes, ShardcronError, type FieldIssue } from '../shared/errors';
 import { WORKER_BOUNDS, type GenericJobType } from '../shared/config/env-config';
 import { executionRequestSchema } from '../shared/registry/execution-request';
-import { jobConfigCodec, type JobConfig } from '../shared/config/job-config';
 import type { ResolvedJobDefinition } from '../shared/config/job-definition';
 import { silentLogger, type Logger } from '../shared/logger';
 import { queuePrefix } from '../shared/registry/queue-names';
-import { registryPaths } from '../shared/registry/registry-paths';
 import { TypedEmitter } from '../shared/typed-emitter';
-import { NodeCache, type ZkClient } from '../shared/zk';
-import { PgTracingWriter } from '../history/pg-tracing';
-import { RecentExecutionsWriter } from '../history/recent-executions';
-import type { ExecutionHistoryWriter } from '../history/history-events';
+import type { ZkClient } from '../shared/zk';
 import { ErrorWebhooks } from './error-webhook';
-import { GenericJobs, type GenericJobsTarget } from './generic-jobs';
 import { InstanceRegistration, type Incarnation } from './instance-registration';
 import { FireAlarm } from './fire-alarm';
 import { FireListeners, type FireListenerTimings } from './fire-listeners';
 import { ItemExecutor, type ExecutionEvent } from './item-executor';
+import { WorkerHistory, type WorkerHistoryOptions } from './worker-history';
+import { WorkerJobs } from './worker-jobs';
 
 /** How soon a failed-over request that found its item running tries again. */
 const FAILOVER_RETRY_MS = 200;
@@ -87,7 +82,7 @@ export interface WorkerServiceOptions {
    * (`recentPerJob` records kept, default 1,000; 0: no list) and, with `tracingPgUrl`, ElasticJob's traces in
    * PostgreSQL. Both are written in batches off the execution path (docs/history.md).
    */
-  history?: { recentPerJob?: number; tracingPgUrl?: string };
+  history?: WorkerHistoryOptions;
   /**
    * Also run every job of the namespace defined by data (SCRIPT, HTTP: created by the API or the
    * CLI) of these types, with no code of its own (SHARDCRON_WORKER_GENERIC).
@@ -122,14 +117,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   /** Requests taken before their fire time wait for it here, each fire's on one timer. */
   private readonly alarm = new FireAlarm();
   /** The jobs this worker runs: its code's, then the data-defined ones it follows (generic). */
-  private readonly definitions: Map<string, ResolvedJobDefinition>;
-  private generic: GenericJobs | undefined;
-  /** Configs of data-defined jobs no longer followed: a run of one that was under way when it went still reads its config. */
-  private readonly unfollowedConfigs = new Map<string, JobConfig>();
-  private readonly configCaches = new Map<string, NodeCache<JobConfig>>();
-  /** `leader/sharding/necessary` of each DATAFLOW job: a streaming run stops fetching once it is set. */
-  private readonly reshardFlags = new Map<string, NodeCache<true>>();
-  private readonly historyWriters: ExecutionHistoryWriter[] = [];
+  private readonly jobs: WorkerJobs;
+  private history: WorkerHistory | undefined;
   private readonly webhooks: ErrorWebhooks;
   private readonly fires: FireListeners;
   private readonly unsubscribe: Array<() => void> = [];
@@ -149,8 +138,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     const { concurrency } = options;
     const prefetch = options.prefetch ?? Math.min(MAX_DEFAULT_PREFETCH, PREFETCH_PER_HANDLER * concurrency);
     this.taking = { ahead: concurrency + prefetch, due: concurrency + Math.min(prefetch, Math.ceil(concurrency / 4)) };
-    this.definitions = new Map(options.jobs.map((d) => [d.name, d]));
     this.registration = new InstanceRegistration(options.zk, { ...options, log });
+    this.jobs = new WorkerJobs({ ...options, registration: this.registration, forget: (job) => this.executor.forgetJob(job), log });
     this.webhooks = new ErrorWebhooks(log);
     this.fires = new FireListeners({
       namespace: options.namespace,
@@ -164,15 +153,13 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       zk: options.zk,
       instanceId: options.instanceId,
       log,
-      config: (job) => this.jobConfig(job),
+      config: (job) => this.jobs.config(job),
       owns: (sessionId) => options.zk.sessionId === sessionId && this.withinContactDeadline(),
       abortSignal: () => this.abortAll.signal,
       handlers: new Semaphore(options.concurrency),
       record: (record) => this.emit(record.event === 'start' ? 'item:started' : 'item:finished', record),
-      onRecord: (record) => {
-        for (const writer of this.historyWriters) writer.append(record);
-      },
-      environment: { reshardingPending: (job) => this.reshardFlags.get(job)?.exists === true },
+      onRecord: (record) => this.history?.append(record),
+      environment: { reshardingPending: (job) => this.jobs.reshardingPending(job) },
       webhooks: this.webhooks,
       fires: this.fires,
     });
@@ -201,24 +188,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
 
   async start(): Promise<this> {
     const { zk } = this.options;
-    for (const job of this.options.jobs) {
-      const path = registryPaths.jobConfig(job.name);
-      const cache = new NodeCache(zk, { path, decode: (d) => jobConfigCodec.decode(d, path), logger: this.log });
-      // A job removed, or added again (a new config node, seen even across a disconnection), starts
-      // over: what we remember of its items is void.
-      let created: string | undefined;
-      cache.on('deleted', () => this.executor.forgetJob(job.name));
-      cache.on('changed', ({ stat }) => {
-        if (created !== undefined && stat.czxid !== created) this.executor.forgetJob(job.name);
-        created = stat.czxid;
-      });
-      this.configCaches.set(job.name, cache);
-    }
-    for (const job of this.options.jobs) {
-      if (job.type === 'DATAFLOW') this.reshardFlags.set(job.name, new NodeCache(zk, { path: registryPaths.leaderShardingNecessary(job.name), decode: () => true as const, logger: this.log }));
-    }
     this.connection = createRedisClient(this.options.redis, { logger: this.log, name: 'worker' });
-    this.startHistory(this.connection);
+    this.history = new WorkerHistory(this.connection, { ...this.options.history, namespace: this.options.namespace, ip: this.options.ip, log: this.log });
     this.unsubscribe.push(
       zk.on('suspended', () => void this.pauseConsumers()),
       zk.on('reconnected', () => !this.fencedOut && this.resumeConsumers()),
@@ -226,11 +197,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       zk.on('session:renewed', () => void this.startIncarnation().catch((err) => this.log.error({ err }, 'could not register again'))),
     );
     await this.startIncarnation();
-    await Promise.all([...this.configCaches.values(), ...this.reshardFlags.values()].map((c) => c.start()));
-    if (this.options.generic && this.options.generic.length > 0) {
-      this.generic = new GenericJobs(zk, this.options.generic, this.genericTarget(), this.log);
-      await this.generic.start();
-    }
+    await this.jobs.start();
     this.watchdog = setInterval(() => this.checkOwnership(), 100);
     this.watchdog.unref();
     return this;
@@ -238,43 +205,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
 
   /** The jobs defined by data this worker runs now (generic workers); sorted. */
   get genericJobs(): string[] {
-    return this.generic?.names() ?? [];
-  }
-
-  /** How the generic-jobs follower adds, updates and drops the jobs it runs. */
-  private genericTarget(): GenericJobsTarget {
-    return {
-      definedByCode: (job) => this.configCaches.has(job),
-      follow: async (definition) => {
-        const isNew = !this.definitions.has(definition.name);
-        // Replaced as a whole: each run reads the config of the definition current when it starts.
-        this.definitions.set(definition.name, definition);
-        this.unfollowedConfigs.delete(definition.name);
-        if (isNew) await this.registration.add(definition);
-      },
-      unfollow: async (job) => {
-        const definition = this.definitions.get(job);
-        if (definition) this.unfollowedConfigs.set(job, definition.config);
-        this.definitions.delete(job);
-        this.executor.forgetJob(job);
-        await this.registration.remove(job);
-      },
-    };
-  }
-
-  /** The history writers every record goes to (see WorkerServiceOptions.history). */
-  private startHistory(connection: RedisClient): void {
-    const { history = {}, namespace, ip } = this.options;
-    if (history.recentPerJob !== 0) {
-      this.historyWriters.push(new RecentExecutionsWriter({ redis: connection, namespace, logger: this.log, ...(history.recentPerJob !== undefined && { keepPerJob: history.recentPerJob }) }));
-    }
-    if (history.tracingPgUrl !== undefined) {
-      const tracing = new PgTracingWriter({ connectionString: history.tracingPgUrl, hostname: os.hostname(), ip, logger: this.log });
-      // Not awaited: a database that does not answer must not keep the worker from starting (the
-      // tables are created before the first batch once it answers).
-      void tracing.start();
-      this.historyWriters.push(tracing);
-    }
+    return this.jobs.genericNames();
   }
 
   /**
@@ -358,11 +289,6 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     await WorkerService.closeAll(this.consumers.splice(0), true).catch((err) => this.log.warn({ err }, 'closing the old consumers failed'));
   }
 
-  /** A job's config as ZooKeeper has it, or as defined until it was read. */
-  private jobConfig(job: string): JobConfig {
-    return this.configCaches.get(job)?.value ?? this.definitions.get(job)?.config ?? this.unfollowedConfigs.get(job)!;
-  }
-
   /** Consumer `i`'s part of `total` over `count` consumers, as even as it goes (10 over 3: 4, 3, 3), at least 1. */
   private static share(total: number, count: number, i: number): number {
     return Math.max(1, Math.floor(total / count) + (i < total % count ? 1 : 0));
@@ -399,7 +325,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       throw new ShardcronError(ErrorCodes.CORRUPT_DATA, `malformed execution request ${job.id}: ${parsed.error.message}`);
     }
     const request = parsed.data;
-    const definition = this.definitions.get(request.job);
+    const definition = this.jobs.definition(request.job);
     if (!definition) {
       // Given up here (the queue fails it): still an item of its fire that ended.
       await this.fires.itemEnded(undefined, request);
@@ -407,7 +333,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     }
     const takenAt = Date.now();
     const early = request.fireTime > takenAt;
-    this.adjustTaking(early, this.jobConfig(request.job).monitorExecution);
+    this.adjustTaking(early, this.jobs.config(request.job).monitorExecution);
     // Requests arrive up to the leader's dispatch lead before their nominal time: hold them until
     // it, and take the item lock meanwhile, so that at the fire time only the timer they share
     // stands before the handler.
@@ -492,11 +418,11 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       }
       clearTimeout(timer);
     }
-    await this.generic?.close();
+    await this.jobs.stopFollowing();
     await this.registration.unregister().catch(() => undefined);
-    await Promise.allSettled([...this.configCaches.values(), ...this.reshardFlags.values()].map((c) => c.close()));
+    await this.jobs.close();
     // What the runs recorded is written before the connection it goes through closes.
-    await Promise.allSettled(this.historyWriters.map((w) => w.close()));
+    await this.history?.close();
     await this.connection?.quit().catch(() => undefined);
     this.removeAllListeners();
   }

@@ -1,0 +1,48 @@
+/**
+ * Where a worker's execution records go besides its events: each job's recent list in Redis and,
+ * with a PostgreSQL URL, ElasticJob's traces. Both write in batches off the execution path
+ * (docs/history.md).
+ */
+import * as os from 'node:os';
+import type { ExecutionHistoryWriter } from '../history/history-events';
+import { PgTracingWriter } from '../history/pg-tracing';
+import { RecentExecutionsWriter } from '../history/recent-executions';
+import type { Logger } from '../shared/logger';
+import type { RedisClient } from '../shared/redis/redis-connection';
+import type { ExecutionRecord } from '../shared/registry/execution-record';
+
+export interface WorkerHistoryOptions {
+  /** Records kept per job in the recent list; default 1,000; 0: no list. */
+  recentPerJob?: number;
+  /** PostgreSQL of ElasticJob's traces; unset: none. */
+  tracingPgUrl?: string;
+}
+
+/** The history writers of one worker. */
+export class WorkerHistory {
+  private readonly writers: ExecutionHistoryWriter[] = [];
+
+  constructor(redis: RedisClient, options: WorkerHistoryOptions & { namespace: string; ip: string; log: Logger }) {
+    const { recentPerJob, tracingPgUrl, namespace, ip, log } = options;
+    if (recentPerJob !== 0) {
+      this.writers.push(new RecentExecutionsWriter({ redis, namespace, logger: log, ...(recentPerJob !== undefined && { keepPerJob: recentPerJob }) }));
+    }
+    if (tracingPgUrl !== undefined) {
+      const tracing = new PgTracingWriter({ connectionString: tracingPgUrl, hostname: os.hostname(), ip, logger: log });
+      // Not awaited: a database that does not answer must not keep the worker from starting (the
+      // tables are created before the first batch once it answers).
+      void tracing.start();
+      this.writers.push(tracing);
+    }
+  }
+
+  /** Queues `record` with every writer; returns at once. */
+  append(record: ExecutionRecord): void {
+    for (const writer of this.writers) writer.append(record);
+  }
+
+  /** Writes what is buffered (within each writer's close timeout), then lets go. */
+  async close(): Promise<void> {
+    await Promise.allSettled(this.writers.map((w) => w.close()));
+  }
+}
