@@ -1,4 +1,5 @@
 import * as os from 'node:os';
+import { forEachLimited } from '../shared/concurrency';
 import { ErrorCodes, hasCode, ShardcronError } from '../shared/errors';
 import { instanceInfoCodec, type InstanceInfo, type InstanceState } from '../shared/registry/instance-info';
 import { jobConfigCodec } from '../shared/config/job-config';
@@ -8,6 +9,9 @@ import { instanceQueueName } from '../shared/registry/queue-names';
 import { registryPaths } from '../shared/registry/registry-paths';
 import { ZkError, type ZkClient } from '../shared/zk';
 import { assertClockSkew, measureClockSkewMs } from './clock-check';
+
+/** Jobs whose nodes are written at once while registering: enough to fill the pipe, not to flood it. */
+const JOBS_REGISTERED_AT_ONCE = 64;
 
 /** shardcron's version, written into instance nodes so a mixed fleet can be told apart. */
 export const SHARDCRON_VERSION: string = (require('../../package.json') as { version: string }).version;
@@ -60,7 +64,9 @@ export class InstanceRegistration {
     const sessionId = this.zk.sessionId;
     if (this.current && this.current.sessionId !== sessionId) this.previousSessions.add(this.current.sessionId);
     const queue = instanceQueueName(this.options.namespace, this.options.instanceId, sessionId);
-    for (const { definition, fromData } of this.jobs.values()) await this.writeJob(definition, fromData);
+    // Several jobs at a time: one after another, each job's few round trips made a worker of 10,000
+    // jobs take minutes to register (issue 23); ZooKeeper pipelines a session's requests.
+    await forEachLimited(this.jobs.values(), JOBS_REGISTERED_AT_ONCE, ({ definition, fromData }) => this.writeJob(definition, fromData));
     await this.checkClock();
     const info = this.info(queue);
     await Promise.all(this.definitions.map((job) => this.createInstanceNode(job.name, info)));
@@ -157,22 +163,32 @@ export class InstanceRegistration {
     if (!fromData) {
       const configPath = registryPaths.jobConfig(job.name);
       const data = jobConfigCodec.encode(job.config);
-      await this.zk.ensurePath(registryPaths.job(job.name));
-      try {
-        await this.zk.create(configPath, data);
-      } catch (err) {
-        if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NODE_EXISTS)) throw err;
+      if (!(await this.createUnlessExists(configPath, data))) {
         // The stored config wins unless this definition says overwrite (ElasticJob's rule).
         if (job.overwrite) await this.zk.set(configPath, data);
         else if (job.config.fireListeners) await this.announceFireListeners(job.name, configPath);
       }
     }
-    const serverPath = registryPaths.jobServer(job.name, this.options.ip);
-    await this.zk.ensurePath(registryPaths.jobServers(job.name));
-    await this.zk.create(serverPath, 'ENABLED').catch((err) => {
-      if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NODE_EXISTS)) throw err;
-    });
-    await this.zk.ensurePath(registryPaths.jobInstances(job.name));
+    await this.createUnlessExists(registryPaths.jobServer(job.name, this.options.ip), 'ENABLED');
+    await this.createUnlessExists(registryPaths.jobInstances(job.name), '');
+  }
+
+  /**
+   * Creates a persistent node; false when it exists. Its parents are made only when missing: a
+   * worker restarting finds them all, and mkdirp's create per path segment, for each of a job's
+   * nodes, was most of the time 10,000 jobs took to register.
+   */
+  private async createUnlessExists(path: string, data: string | Buffer): Promise<boolean> {
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        await this.zk.create(path, data);
+        return true;
+      } catch (err) {
+        if (hasCode(err, ErrorCodes.ZK_NODE_EXISTS)) return false;
+        if (!hasCode(err, ErrorCodes.ZK_NO_NODE) || attempt > 0) throw err;
+      }
+      await this.zk.ensurePath(path.slice(0, path.lastIndexOf('/')));
+    }
   }
 
   /**
