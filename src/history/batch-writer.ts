@@ -1,5 +1,5 @@
 import type { Logger } from '../shared/logger';
-import { executionRecordSchema, isExecutionRecord, type ExecutionRecord } from '../shared/registry/execution-record';
+import { executionRecordSchema, type ExecutionRecord } from '../shared/registry/execution-record';
 import { TypedEmitter } from '../shared/typed-emitter';
 import { toFieldIssues } from '../shared/validation';
 import { backoffDelayMs, sleep } from '../shared/zk/backoff';
@@ -109,7 +109,6 @@ export abstract class BatchWriter<T> extends TypedEmitter<HistoryWriterEvents> {
 
   /** `record` validated, or undefined once it has been dropped and reported as invalid. */
   protected validRecord(record: ExecutionRecord): ExecutionRecord | undefined {
-    if (isExecutionRecord(record)) return record;
     const result = executionRecordSchema.safeParse(record);
     if (result.success) return result.data;
     this.dropInvalid(toFieldIssues(result.error), record);

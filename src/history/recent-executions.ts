@@ -40,9 +40,6 @@ interface Entry {
   json: string;
 }
 
-/** Job keys remembered at most; past that the memory starts over (jobs come and go for years). */
-const MAX_CACHED_KEYS = 10_000;
-
 /** Errors Redis will answer again however often the write is retried. */
 const PERMANENT_REDIS_ERRORS = /^(WRONGTYPE|ERR)/;
 
@@ -57,8 +54,6 @@ export class RecentExecutionsWriter extends BatchWriter<Entry> implements Execut
   private readonly namespace: string;
   private readonly keepPerJob: number;
   private readonly ttlMs: number | undefined;
-  /** Each job's list key, made (and its name checked) once; a worker writes for a few jobs, many times. */
-  private readonly keys = new Map<string, string>();
 
   constructor(options: RecentExecutionsWriterOptions) {
     const { redis, logger, ...rest } = options;
@@ -74,15 +69,11 @@ export class RecentExecutionsWriter extends BatchWriter<Entry> implements Execut
   append(record: ExecutionRecord): void {
     const valid = this.validRecord(record);
     if (!valid) return;
-    let key = this.keys.get(valid.job);
-    if (key === undefined) {
-      try {
-        key = recentExecutionsKey(this.namespace, valid.job);
-      } catch (err) {
-        return this.dropInvalid(err, record);
-      }
-      if (this.keys.size >= MAX_CACHED_KEYS) this.keys.clear();
-      this.keys.set(valid.job, key);
+    let key: string;
+    try {
+      key = recentExecutionsKey(this.namespace, valid.job);
+    } catch (err) {
+      return this.dropInvalid(err, record);
     }
     this.enqueue({ key, json: JSON.stringify(valid) });
   }

@@ -21,6 +21,21 @@ export function onAbort(signal: AbortSignal, callback: () => void): () => void {
   return () => void callbacks.delete(entry);
 }
 
+/** Waits `ms` unless `signal` aborts first (through {@link onAbort}); false when it did. */
+export function sleepUnless(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const off = onAbort(signal, () => {
+      clearTimeout(timer);
+      resolve(false);
+    });
+    const timer = setTimeout(() => {
+      off();
+      resolve(true);
+    }, ms);
+  });
+}
+
 /** The signal's one listener, calling every callback registered by then. */
 function listen(signal: AbortSignal): Set<() => void> {
   const callbacks = new Set<() => void>();

@@ -11,12 +11,13 @@
  * config says `fireListeners`) come here: other jobs pay nothing. Design and limits:
  * docs/design-notes.md, "Once-per-fire listeners"; user guide: docs/listeners.md.
  */
-import { onAbort } from '../shared/abort-listeners';
+import { sleepUnless } from '../shared/abort-listeners';
 import type { FireContext, ResolvedJobDefinition } from '../shared/config/job-definition';
 import type { Logger } from '../shared/logger';
 import type { RedisClient } from '../shared/redis/redis-connection';
 import type { ExecutionRequest } from '../shared/registry/execution-request';
 import { fireStateKeys, type FireStateKeys } from '../shared/registry/redis-keys';
+import { sleep } from '../shared/zk/backoff';
 
 /**
  * KEYS: state, lease. ARGV: instanceId, leaseMs, ttlMs, items. Claims beforeFire for the caller
@@ -239,21 +240,4 @@ async function callListener(fn: () => unknown, log: Logger, name: string): Promi
   }
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
-/** Waits `ms` unless `signal` aborts first; false when it did. */
-function sleepUnless(ms: number, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const off = onAbort(signal, () => {
-      clearTimeout(timer);
-      resolve(false);
-    });
-    const timer = setTimeout(() => {
-      off();
-      resolve(true);
-    }, ms);
-  });
-}

@@ -5,7 +5,7 @@
  * then, once the item runner has released the item, the finish event, the execution record and
  * `afterExecute`. Nothing here touches the item lock, ZooKeeper or the queues.
  */
-import { onAbort } from '../shared/abort-listeners';
+import { onAbort, sleepUnless } from '../shared/abort-listeners';
 import type { Semaphore } from '../shared/concurrency';
 import type { JobConfig } from '../shared/config/job-config';
 import { formatTaskId, type ExecutionOutcome, type ExecutionStatus, type ResolvedJobDefinition, type ShardingContext } from '../shared/config/job-definition';
@@ -239,32 +239,13 @@ export class HandlerCalls {
   /** The finish event and the execution record of an execution that ended. */
   private recordEnd(
     request: ExecutionRequest,
-    end: { status: ExecutionStatus; reason?: string; attempts: number; startedAt: number; durationMs?: number; error?: unknown; report?: ExecutorReport },
+    end: ExecutionEnd,
   ): void {
     const { job, fireTime, item, source } = request;
     const durationMs = end.durationMs ?? 0;
     const at = end.startedAt + durationMs;
     this.ctx.record({ event: 'finish', job, fireTime, item, instanceId: this.ctx.instanceId, source, status: end.status, reason: end.reason, at });
-    if (!this.ctx.onRecord) return;
-    const record: ExecutionRecord = {
-      job,
-      item,
-      fireTime,
-      source,
-      instanceId: this.ctx.instanceId,
-      status: end.status,
-      attempts: end.attempts,
-      startedAt: end.startedAt,
-      finishedAt: at,
-      durationMs,
-      ...(end.error !== undefined && end.status !== 'completed' && { error: recordError(end.error) }),
-      ...(end.reason !== undefined && { reason: end.reason }),
-      ...(end.report?.processed !== undefined && { processed: end.report.processed }),
-      ...(end.report?.failed !== undefined && { failed: end.report.failed }),
-      ...(end.report?.exitCode !== undefined && { exitCode: end.report.exitCode }),
-      ...(end.report?.httpStatus !== undefined && { httpStatus: end.report.httpStatus }),
-    };
-    this.ctx.onRecord(record);
+    if (this.ctx.onRecord) this.ctx.onRecord(executionRecord(request, this.ctx.instanceId, end));
   }
 
   /** The item's `shardingItemParameters` entry, parsed once per config. */
@@ -293,19 +274,8 @@ export class HandlerCalls {
     }
     if (typeof handler === 'object') {
       log().error({ err: error, attempts: outcome.attempts, status: outcome.status }, 'job execution failed; reporting it to the webhook');
-      const record: ExecutionRecord = {
-        job: request.job,
-        item: request.item,
-        fireTime: request.fireTime,
-        source: request.source,
-        instanceId: this.ctx.instanceId,
-        status: outcome.status === 'timeout' ? 'timeout' : 'failed',
-        attempts: outcome.attempts,
-        startedAt: started,
-        finishedAt: started + outcome.durationMs,
-        durationMs: outcome.durationMs,
-        error: recordError(error),
-      };
+      const status = outcome.status === 'timeout' ? 'timeout' : 'failed';
+      const record = executionRecord(request, this.ctx.instanceId, { status, attempts: outcome.attempts, startedAt: started, durationMs: outcome.durationMs, error });
       this.ctx.webhooks?.send(handler.webhook, { event: 'execution:failed', record, jobParameter: config.jobParameter, shardingParameter: context.shardingParameter }, handler.timeoutMs);
       return;
     }
@@ -317,19 +287,40 @@ export class HandlerCalls {
   }
 }
 
-/** Waits `ms` unless `signal` aborts first; false when it did. */
-function sleepUnless(ms: number, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const off = onAbort(signal, () => {
-      clearTimeout(timer);
-      resolve(false);
-    });
-    const timer = setTimeout(() => {
-      off();
-      resolve(true);
-    }, ms);
-  });
+
+/** How an execution ended, as {@link executionRecord} takes it. */
+interface ExecutionEnd {
+  status: ExecutionStatus;
+  reason?: string;
+  attempts: number;
+  startedAt: number;
+  durationMs?: number;
+  error?: unknown;
+  report?: ExecutorReport;
+}
+
+/** The ExecutionRecord of `request`'s execution on `instanceId` (the history's and the webhook's). */
+function executionRecord(request: ExecutionRequest, instanceId: string, end: ExecutionEnd): ExecutionRecord {
+  const { job, fireTime, item, source } = request;
+  const durationMs = end.durationMs ?? 0;
+  return {
+    job,
+    item,
+    fireTime,
+    source,
+    instanceId,
+    status: end.status,
+    attempts: end.attempts,
+    startedAt: end.startedAt,
+    finishedAt: end.startedAt + durationMs,
+    durationMs,
+    ...(end.error !== undefined && end.status !== 'completed' && { error: recordError(end.error) }),
+    ...(end.reason !== undefined && { reason: end.reason }),
+    ...(end.report?.processed !== undefined && { processed: end.report.processed }),
+    ...(end.report?.failed !== undefined && { failed: end.report.failed }),
+    ...(end.report?.exitCode !== undefined && { exitCode: end.report.exitCode }),
+    ...(end.report?.httpStatus !== undefined && { httpStatus: end.report.httpStatus }),
+  };
 }
 
 async function callListener(fn: () => unknown, log: () => Logger): Promise<void> {

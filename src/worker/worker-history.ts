@@ -20,6 +20,11 @@ export interface WorkerHistoryOptions {
 
 /** The history writers of one worker. */
 export class WorkerHistory {
+  /** Whether `options` ask for any writer: without one the worker builds no records at all. */
+  static wanted(options: WorkerHistoryOptions = {}): boolean {
+    return options.recentPerJob !== 0 || options.tracingPgUrl !== undefined;
+  }
+
   private readonly writers: ExecutionHistoryWriter[] = [];
 
   constructor(redis: RedisClient, options: WorkerHistoryOptions & { namespace: string; ip: string; log: Logger }) {

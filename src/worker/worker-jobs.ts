@@ -9,7 +9,7 @@ import type { ResolvedJobDefinition } from '../shared/config/job-definition';
 import type { Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry/registry-paths';
 import { NodeCache, type ZkClient } from '../shared/zk';
-import { GenericJobs } from './generic-jobs';
+import { GenericJobs, type GenericJobsTarget } from './generic-jobs';
 import type { InstanceRegistration } from './instance-registration';
 
 export interface WorkerJobsOptions {
@@ -97,18 +97,18 @@ export class WorkerJobs {
   }
 
   /** How the generic-jobs follower adds, updates and drops the jobs it runs. */
-  private genericTarget() {
+  private genericTarget(): GenericJobsTarget {
     const { registration, forget } = this.options;
     return {
-      definedByCode: (job: string) => this.configCaches.has(job),
-      follow: async (definition: ResolvedJobDefinition) => {
+      definedByCode: (job) => this.configCaches.has(job),
+      follow: async (definition) => {
         const isNew = !this.definitions.has(definition.name);
         // Replaced as a whole: each run reads the config of the definition current when it starts.
         this.definitions.set(definition.name, definition);
         this.unfollowedConfigs.delete(definition.name);
         if (isNew) await registration.add(definition);
       },
-      unfollow: async (job: string) => {
+      unfollow: async (job) => {
         const definition = this.definitions.get(job);
         if (definition) this.unfollowedConfigs.set(job, definition.config);
         this.definitions.delete(job);

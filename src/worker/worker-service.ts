@@ -17,6 +17,7 @@ import { FireAlarm } from './fire-alarm';
 import { FireListeners, type FireListenerTimings } from './fire-listeners';
 import { ItemExecutor, type ExecutionEvent } from './item-executor';
 import { WorkerHistory, type WorkerHistoryOptions } from './worker-history';
+import type { ExecutionRecord } from '../shared/registry/execution-record';
 import { WorkerJobs } from './worker-jobs';
 
 /** How soon a failed-over request that found its item running tries again. */
@@ -158,7 +159,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       abortSignal: () => this.abortAll.signal,
       handlers: new Semaphore(options.concurrency),
       record: (record) => this.emit(record.event === 'start' ? 'item:started' : 'item:finished', record),
-      onRecord: (record) => this.history?.append(record),
+      ...(WorkerHistory.wanted(options.history) && { onRecord: (record: ExecutionRecord) => this.history?.append(record) }),
       environment: { reshardingPending: (job) => this.jobs.reshardingPending(job) },
       webhooks: this.webhooks,
       fires: this.fires,

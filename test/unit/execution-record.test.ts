@@ -1,7 +1,7 @@
-import { executionRecordSchema, isExecutionRecord } from '../../src/shared/registry/execution-record';
+import { executionRecordSchema } from '../../src/shared/registry/execution-record';
 import { executionRecord } from '../helpers/execution-records';
 
-describe('isExecutionRecord (the history writers\' check of every record)', () => {
+describe('executionRecordSchema (the history writers\' check of every record)', () => {
   const valid = [
     executionRecord(),
     executionRecord({ status: 'failed', error: { name: 'Error', message: 'boom' }, attempts: 3 }),
@@ -27,19 +27,16 @@ describe('isExecutionRecord (the history writers\' check of every record)', () =
     (({ attempts: _a, ...rest }) => rest)(executionRecord()),
   ];
 
-  it.each(valid.map((r) => [r]))('accepts %j, as the schema does', (record) => {
+  it.each(valid.map((r) => [r]))('accepts %j', (record) => {
     expect(executionRecordSchema.safeParse(record).success).toBe(true);
-    expect(isExecutionRecord(record)).toBe(true);
   });
 
-  it.each(invalid.map((r) => [r]))('refuses %j, as the schema does', (record) => {
+  it.each(invalid.map((r) => [r]))('refuses %j', (record) => {
     expect(executionRecordSchema.safeParse(record).success).toBe(false);
-    expect(isExecutionRecord(record)).toBe(false);
   });
 
-  it('leaves a record with a field the schema would strip to the schema', () => {
+  it('strips a field a record does not have', () => {
     const extra = { ...executionRecord(), note: 'x' };
-    expect(isExecutionRecord(extra)).toBe(false);
     expect(executionRecordSchema.parse(extra)).toEqual(executionRecord());
   });
 });
