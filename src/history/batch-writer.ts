@@ -52,6 +52,8 @@ export abstract class BatchWriter<T> extends TypedEmitter<HistoryWriterEvents> {
   private timer: NodeJS.Timeout | undefined;
   /** True while `timer` is a back-off wait: new entries must not cut it short. */
   private backingOff = false;
+  /** True while `timer` is the zero wait of a full batch. */
+  private flushNow = false;
   private running: Promise<void> | undefined;
   private inFlight = 0;
   private failures = 0;
@@ -150,8 +152,11 @@ export abstract class BatchWriter<T> extends TypedEmitter<HistoryWriterEvents> {
   private schedule(): void {
     if (this.closed || this.running || this.backingOff || this.queue.length === 0) return;
     if (this.queue.length >= this.batching.batchSize) {
+      // Armed once: every entry appended until it fires used to clear and set a timer again.
+      if (this.timer && this.flushNow) return;
       this.clearTimer();
       this.arm(0, () => void this.run(false));
+      this.flushNow = true;
     } else if (!this.timer) {
       this.arm(this.batching.flushIntervalMs, () => void this.run(false));
     }
@@ -161,6 +166,7 @@ export abstract class BatchWriter<T> extends TypedEmitter<HistoryWriterEvents> {
     // unref: a writer alone must not keep a process alive; close() is what flushes on the way out.
     this.timer = setTimeout(() => {
       this.timer = undefined;
+      this.flushNow = false;
       then();
     }, ms).unref();
   }
@@ -168,6 +174,7 @@ export abstract class BatchWriter<T> extends TypedEmitter<HistoryWriterEvents> {
   private clearTimer(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    this.flushNow = false;
     this.backingOff = false;
   }
 

@@ -1,11 +1,12 @@
 import type { Cluster, Redis } from 'ioredis';
 import { z } from 'zod';
 import { silentLogger, type Logger } from '../shared/logger';
-import { executionRecordSchema, type ExecutionRecord } from '../shared/registry/execution-record';
+import type { ExecutionRecord } from '../shared/registry/execution-record';
 import { recentExecutionsKey } from '../shared/registry/redis-keys';
 import { TypedEmitter } from '../shared/typed-emitter';
-import { parseOrThrow, toFieldIssues } from '../shared/validation';
+import { parseOrThrow } from '../shared/validation';
 import type { HistoryReaderEvents } from './history-events';
+import { decodeRecentEntry } from './recent-entry';
 
 /** Most records one query may ask for. */
 export const MAX_HISTORY_LIMIT = 1_000;
@@ -33,8 +34,8 @@ export interface RecentExecutionsReaderOptions {
 const MIN_FILTER_PAGE = 100;
 
 /**
- * Reads a job's recent list for the console: newest first, every entry validated with
- * `executionRecordSchema`. An entry that is not a record of this job (hand-written, another
+ * Reads a job's recent list for the console: newest first, every entry decoded and validated with
+ * `executionRecordSchema` (recent-entry.ts). An entry that is not a record of this job (hand-written, another
  * version) is skipped, logged and emitted as `history:corrupt`; the query goes on.
  */
 export class RecentExecutionsReader extends TypedEmitter<HistoryReaderEvents> {
@@ -81,13 +82,9 @@ export class RecentExecutionsReader extends TypedEmitter<HistoryReaderEvents> {
   private parse(entry: string, job: string, key: string, index: number): ExecutionRecord | undefined {
     let problem: string;
     try {
-      const result = executionRecordSchema.safeParse(JSON.parse(entry));
-      if (result.success && result.data.job === job) return result.data;
-      problem = result.success
-        ? `a record of job ${JSON.stringify(result.data.job)}`
-        : toFieldIssues(result.error).map((i) => `${i.field}: ${i.message}`).join('; ');
+      return decodeRecentEntry(entry, job);
     } catch (err) {
-      problem = `not JSON (${(err as Error).message})`;
+      problem = err instanceof SyntaxError ? `not JSON (${err.message})` : (err as Error).message;
     }
     this.skipped++;
     const where = `${key}[${index}]`;

@@ -7,9 +7,10 @@
  */
 import type { Redis, Cluster } from 'ioredis';
 import type { Logger } from '../shared/logger';
-import { executionRecordSchema, type ExecutionRecord } from '../shared/registry/execution-record';
+import type { ExecutionRecord } from '../shared/registry/execution-record';
 import { recentExecutionsKey } from '../shared/registry/redis-keys';
 import { RecentExecutionsReader } from '../history/recent-executions-reader';
+import { decodeRecentEntry } from '../history/recent-entry';
 import { PgTraceReader } from '../history/trace-reader';
 import type { TracedExecution } from '../history/traced-execution';
 import type { LastExecution } from './routes-jobs';
@@ -127,11 +128,8 @@ export class ExecutionHistory {
       const [err, entry] = replies?.[i] ?? [null, null];
       if (err || typeof entry !== 'string') return;
       try {
-        const parsed = executionRecordSchema.safeParse(JSON.parse(entry));
-        if (parsed.success && parsed.data.job === job) {
-          const { status, finishedAt, item, error } = parsed.data;
-          next.set(job, { status, finishedAt, item, ...(error && { error }) });
-        }
+        const { status, finishedAt, item, error } = decodeRecentEntry(entry, job);
+        next.set(job, { status, finishedAt, item, ...(error && { error }) });
       } catch {
         // A corrupt head entry: the recent reader reports it when the job's executions are read.
       }
