@@ -17,10 +17,11 @@ import { runFailover } from './scenarios/failover';
 import { runFloor } from './scenarios/floor';
 import { runLatency } from './scenarios/latency';
 import { runLeaderFailover } from './scenarios/leader-failover';
+import { runRedisMemory } from './scenarios/redis-memory';
 import { runScaleAll } from './scenarios/scale';
 import { runThroughput } from './scenarios/throughput';
 
-const SCENARIOS = ['floor', 'latency', 'throughput', 'failover', 'leader-failover', 'scale', 'console'] as const;
+const SCENARIOS = ['floor', 'latency', 'throughput', 'failover', 'leader-failover', 'scale', 'console', 'redis-memory'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 function parseArgs(argv: string[]): { mode: BenchMode; only: Scenario[] } {
@@ -72,6 +73,7 @@ async function main(): Promise<void> {
     'leader-failover': async () => void (results.scenarios.leaderFailover = await runLeaderFailover(ctx)),
     scale: async () => void (results.scenarios.scale = await runScaleAll(ctx)),
     console: async () => void (results.scenarios.console = await runConsole(ctx)),
+    'redis-memory': async () => void (results.scenarios.redisMemory = await runRedisMemory(ctx)),
   };
   const dir = path.join(__dirname, 'results');
   fs.mkdirSync(dir, { recursive: true });

@@ -121,7 +121,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
     if (roles.includes('scheduler')) {
       const connection = createRedisClient(redis, { logger: log, name: 'leader' });
       cleanups.push(() => connection.quit());
-      leader = new LeaderService({ zk, redis: connection, queuePrefix: queuePrefix(namespace, redis), instanceId, logger: log });
+      leader = new LeaderService({ zk, redis: connection, queuePrefix: queuePrefix(namespace, redis), completedKept: env.completedKept, instanceId, logger: log });
       cleanups.push(() => leader!.close());
       await leader.start();
     }

@@ -217,6 +217,8 @@ export function spawnShardcron(group: ProcessGroup, o: ShardcronNodeOptions, rea
     ...(o.history === false && { SHARDCRON_HISTORY_RECENT: '0' }),
     ...(process.env.BENCH_HEAP_GROWTH_PERCENT !== undefined && { SHARDCRON_HEAP_GROWTH_PERCENT: process.env.BENCH_HEAP_GROWTH_PERCENT }),
     ...(process.env.BENCH_PREFETCH !== undefined && { SHARDCRON_PREFETCH: process.env.BENCH_PREFETCH }),
+    // Completed requests are removed as they complete: the "where the time goes" tables read them, so they need this.
+    ...(process.env.BENCH_COMPLETED_KEPT !== undefined && { SHARDCRON_COMPLETED_KEPT: process.env.BENCH_COMPLETED_KEPT }),
     // As the Docker image runs shardcron (see the Dockerfile); BENCH_MALLOC_ARENA_MAX=glibc leaves glibc's default.
     ...(process.env.BENCH_MALLOC_ARENA_MAX !== 'glibc' && { MALLOC_ARENA_MAX: process.env.BENCH_MALLOC_ARENA_MAX ?? '2' }),
   }, readyTimeoutMs, o.roles.split(',').includes('worker') ? WORKER_NODE_ARGS : []);

@@ -5,6 +5,7 @@ import type { FloorResult } from '../scenarios/floor';
 import type { LatencyCaseResult } from '../scenarios/latency';
 import type { LeaderFailoverRun } from '../scenarios/leader-failover';
 import type { ScaleResult } from '../scenarios/scale';
+import type { RedisMemoryRun } from '../scenarios/redis-memory';
 import type { ThroughputResult } from '../scenarios/throughput';
 import type { MachineInfo } from './services';
 import type { WindowResult } from './measure';
@@ -25,6 +26,7 @@ export interface BenchResults {
     leaderFailover?: LeaderFailoverRun[];
     scale?: ScaleResult[];
     console?: ConsoleBenchResult;
+    redisMemory?: RedisMemoryRun[];
   };
   /** Per scenario: wall time and the machine's 1-minute load average before and after (the box may be shared). */
   runs: Record<string, { seconds: number; loadBefore: number; loadAfter: number; error?: string }>;
@@ -116,6 +118,8 @@ export function evaluateTargets(s: BenchResults['scenarios']): Target[] {
   // window's ends is that, not the requests (one read per request would be thousands). Judged to 2 decimals.
   out.push(check('Console: ZooKeeper reads per request (measured console minus an idle control)', c === undefined ? undefined : round(c.zkReads.perRequest, 2), 0, 'reads',
     c ? `0 to 2 decimals (${fmt(c.zkReads.measured)} reads against the control's ${fmt(c.zkReads.control)} over ${fmt(2 * c.listJobs.n)} requests)` : undefined));
+  const memory = s.redisMemory?.find((m) => m.code === 'this build');
+  out.push(check(`Redis RSS after ${memory?.minutes ?? 15} min at 400 items/s (200 jobs x 2 items every second, history on)`, memory?.end.rssMb, 60, 'MB'));
   return out;
 }
 
@@ -271,6 +275,12 @@ export function renderMarkdown(r: BenchResults): string {
       ['ZooKeeper reads in the window: measured console / idle control', `${fmt(c.zkReads.measured)} / ${fmt(c.zkReads.control)} (difference per request: ${c.zkReads.perRequest.toFixed(5)})`],
       ['ZooKeeper reads of the console\'s start; of the first GET /api/jobs/:name of each detail job', `${fmt(c.zkReads.start)}; ${fmt(c.zkReads.firstDetailReads)}`],
     ]));
+  }
+  if (s.redisMemory?.length) {
+    out.push('', `## 8. Redis memory (1 scheduler, 2 workers, ${s.redisMemory[0].jobs} jobs x ${s.redisMemory[0].itemsPerJob} items every second, history on)`, '');
+    out.push(table(['build', 'minutes', 'items/s', 'used / RSS at the end', 'recent lists (records)', 'deduplication keys', 'completed requests kept', 'RSS every 30 s'],
+      s.redisMemory.map((m) => [m.code, fmt(m.minutes), fmt(m.itemsPerSecond), `${fmt(m.end.usedMb)} / ${fmt(m.end.rssMb)} MB`, `${fmt(m.end.recentListsMb)} MB (${fmt(m.end.recentRecords)})`,
+        `${fmt(m.end.dedupKeys)} (${fmt(m.end.dedupMb)} MB)`, fmt(m.end.completedKept), m.samples.map((x) => fmt(x.rssMb)).join(', ')])));
   }
   out.push('', '## Runs', '', table(['scenario', 'seconds', 'load avg before / after', 'error'],
     Object.entries(r.runs).map(([k, v]) => [k, fmt(v.seconds), `${fmt(v.loadBefore, 2)} / ${fmt(v.loadAfter, 2)}`, v.error ?? ''])));

@@ -178,7 +178,7 @@ async function bullmq(ctx: BenchContext, services: Services, workers: number): P
       const jobs = Array.from({ length: JOBS * ITEMS }, (_, i) => ({
         name: 'tp',
         data: { job: `tp${i % JOBS}`, item: i, fireTime: batch, source: 'NORMAL', epoch: 1 },
-        opts: { jobId: `tp|${batch}|${i}`, removeOnComplete: { age: 600 }, removeOnFail: { age: 86_400 } },
+        opts: { jobId: `tp|${batch}|${i}`, removeOnComplete: true, removeOnFail: { age: 86_400, count: 1_000 } },
       }));
       const redisBefore = await redisCommandCalls(services.redis.port);
       const cpu = cpuMeter({ workers: procs.map((p) => p.pid), producer: [process.pid], redis: [services.redis.pid!] });

@@ -35,6 +35,8 @@ export interface LeaderServiceOptions {
   redis: RedisClient;
   /** BullMQ prefix of the namespace's queues (queuePrefix in queue-names.ts); default `shardcron`. */
   queuePrefix?: string;
+  /** Completed requests kept per queue (SHARDCRON_COMPLETED_KEPT); default 0, removed as they complete. */
+  completedKept?: number;
   instanceId: string;
   logger?: Logger;
   clock?: Clock;
@@ -93,7 +95,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.log = log;
     this.clock = options.clock ?? systemClock;
     this.lead = new DispatchLead(options.dispatchLeadMs);
-    this.queues = new QueuePool(options.redis, options.queuePrefix);
+    this.queues = new QueuePool(options.redis, options.queuePrefix, options.completedKept);
     this.chain = new TaskChain(this.clock, log);
     const dispatcher = (this.dispatcher = new FireDispatcher(options.zk, this.queues, log));
     this.election = new LeaderElection(options.zk, options.instanceId, log);

@@ -5,20 +5,27 @@ import type { RedisClient } from '../shared/redis/redis-connection';
 import { QUEUE_PREFIX } from '../shared/registry/queue-names';
 import { RecentEnqueues } from './recent-enqueues';
 
-/**
- * How long completed requests stay in Redis. A new leader replays the last ledgered fire of each
- * job; BullMQ ignores an add whose job id exists, so the replay is a no-op only while the request
- * is still there. A takeover takes about one session timeout; ten minutes leaves a wide margin.
- * A ledger older than this is not replayed: its fire is treated as missed (misfire policy).
+/*
+ * Retention. A request's BullMQ job goes as soon as it completes, unless the operator keeps some for
+ * Bull Board (SHARDCRON_COMPLETED_KEPT, the newest per queue; each completion then trims one). The
+ * adds that could run a request a second time (a new leader's replay of each job's last ledgered
+ * fire, failover intents it resumes, the reconcile after a Redis failover) are ignored by BullMQ
+ * while the request waits or runs (its job id exists), and once it ran they reach the worker that ran
+ * it, which remembers the item's last completed fires and skips them (ItemLock's `done`: ZooKeeper's
+ * with monitorExecution, the process's without). Earlier versions kept every completed request for
+ * 10 minutes instead, so that BullMQ would ignore the add: Redis memory then grew with throughput x
+ * retention (docs/design-notes.md, "Redis memory").
  */
-export const REQUEST_RETENTION_MS = 10 * 60_000;
+
+/** Failed requests kept per queue, the newest, for at most a day. */
+export const FAILED_KEPT_PER_QUEUE = 1_000;
 
 /** Requests per addBulk call. */
 export const ENQUEUE_CHUNK = 100;
 /** addBulk calls in flight at once. */
 const CHUNKS_IN_FLIGHT = 8;
-/** Retention of finished requests, the same for every request. */
-const JOB_OPTIONS = { removeOnComplete: { age: Math.ceil(REQUEST_RETENTION_MS / 1000) }, removeOnFail: { age: 24 * 3600 } };
+/** Retention of failed requests, the same for every request. */
+const REMOVE_ON_FAIL = { age: 24 * 3600, count: FAILED_KEPT_PER_QUEUE };
 
 /** One BullMQ Queue object per instance queue, over one shared Redis connection. */
 export class QueuePool {
@@ -26,11 +33,20 @@ export class QueuePool {
   /** What was enqueued lately, for {@link RedisReconcile} (redis-reconcile.ts). */
   readonly recent = new RecentEnqueues();
 
-  /** `prefix`: BullMQ's key prefix of the namespace's queues (queuePrefix in queue-names.ts). */
+  /** Retention of a request's job, the same for every request. */
+  private readonly jobOptions: { removeOnComplete: true | { count: number }; removeOnFail: typeof REMOVE_ON_FAIL };
+
+  /**
+   * `prefix`: BullMQ's key prefix of the namespace's queues (queuePrefix in queue-names.ts);
+   * `completedKept`: completed requests kept per queue (0: removed as they complete).
+   */
   constructor(
     readonly connection: RedisClient,
     readonly prefix: string = QUEUE_PREFIX,
-  ) {}
+    completedKept = 0,
+  ) {
+    this.jobOptions = { removeOnComplete: completedKept > 0 ? { count: completedKept } : true, removeOnFail: REMOVE_ON_FAIL };
+  }
 
   get(name: string): Queue {
     let queue = this.queues.get(name);
@@ -43,10 +59,11 @@ export class QueuePool {
 
   /**
    * Enqueues requests: addBulk calls of at most {@link ENQUEUE_CHUNK} per queue, at most
-   * {@link CHUNKS_IN_FLIGHT} at once. Each addBulk is one MULTI, invisible to workers until it has
-   * run whole: chunks let workers start on the first requests of a big fire while the rest are
-   * still being added, and a bounded number in flight keeps a 10,000-job fire's BullMQ objects
-   * short-lived instead of all alive at once. Idempotent by job id.
+   * {@link CHUNKS_IN_FLIGHT} at once. Each addBulk is one pipeline (BullMQ 6 adds each request by
+   * its own script, not in one MULTI): chunks let workers start on the first requests of a big fire
+   * while the rest are still being added, and a bounded number in flight keeps a 10,000-job fire's
+   * BullMQ objects short-lived instead of all alive at once. Idempotent while a request waits or
+   * runs (BullMQ ignores a job id it has); see the notes at the top of this file for after.
    */
   async enqueue(byQueue: ReadonlyMap<string, readonly ExecutionRequest[]>): Promise<void> {
     const chunks: Array<{ queue: Queue; requests: readonly ExecutionRequest[] }> = [];
@@ -55,7 +72,7 @@ export class QueuePool {
       for (let i = 0; i < requests.length; i += ENQUEUE_CHUNK) chunks.push({ queue, requests: requests.slice(i, i + ENQUEUE_CHUNK) });
     }
     await forEachLimited(chunks, CHUNKS_IN_FLIGHT, async ({ queue, requests }) => {
-      await queue.addBulk(requests.map((request) => ({ name: request.job, data: request, opts: { jobId: executionJobId(request), ...JOB_OPTIONS } })));
+      await queue.addBulk(requests.map((request) => ({ name: request.job, data: request, opts: { jobId: executionJobId(request), ...this.jobOptions } })));
       this.recent.record(queue.name, requests);
     });
   }

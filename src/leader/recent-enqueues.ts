@@ -6,9 +6,10 @@ import type { ExecutionRequest } from '../shared/registry/execution-request';
 
 /**
  * How far back a reconcile looks. It must exceed the replication lag a failover can lose, which
- * `min-replicas-max-lag` bounds (docs/deployment.md recommends 10 s), and stay below the retention of
- * completed requests (REQUEST_RETENTION_MS, 10 min), so that a request that ran is still there and is
- * not added again.
+ * `min-replicas-max-lag` bounds (docs/deployment.md recommends 10 s). A request re-added after it
+ * ran (its job went when it completed) is skipped by the worker that ran it, which remembers each
+ * item's last 32 completed fires: a job fires at most once a second, so the window holds at most 15
+ * of an item's scheduled fires.
  */
 export const RECONCILE_WINDOW_MS = 15_000;
 /** Most requests remembered: a leader enqueuing more than this per window reconciles only the latest. */

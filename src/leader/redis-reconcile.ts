@@ -51,8 +51,13 @@ export class RedisReconcile {
   /** A reconcile is queued on the chain and has not started: more losses meanwhile need no other. */
   private queued = false;
   private readonly onLoss = () => (this.lost = true);
+  /** The dataset the connection last reached ({@link datasetOf}); undefined before the first or on a Cluster. */
+  private dataset: string | undefined;
   private readonly onReady = () => {
-    if (!this.lost) return;
+    if (!this.lost) {
+      void this.datasetNow().then((d) => (this.dataset ??= d));
+      return;
+    }
     this.lost = false;
     this.schedule();
   };
@@ -62,6 +67,7 @@ export class RedisReconcile {
 
   start(): void {
     const connection = this.deps.queues.connection;
+    if (connection.status === 'ready') void this.datasetNow().then((d) => (this.dataset ??= d));
     connection.on('close', this.onLoss);
     connection.on('ready', this.onReady);
     if (connection instanceof Cluster) connection.on('-node', this.onNodeDropped);
@@ -85,13 +91,42 @@ export class RedisReconcile {
   }
 
   /**
-   * Enqueues again the remembered requests of live queues whose BullMQ job is gone. The existence
-   * check only spares writes: the add is idempotent by job id (BullMQ ignores an id it has), so a
-   * request added meanwhile is not doubled, and one that ran is still there (retained 10 minutes).
+   * Which dataset the connection reaches now: the server process (`run_id`) and its replication
+   * history (`master_replid`, new when a replica is promoted or a server resyncs from another). While
+   * both stay the same the server kept every write it acknowledged. Undefined on a Cluster (the
+   * client reports a shard's failover as a dropped node instead) or when INFO cannot be read.
+   */
+  private async datasetNow(): Promise<string | undefined> {
+    const connection = this.deps.queues.connection;
+    if (connection instanceof Cluster) return undefined;
+    try {
+      const info = await connection.info();
+      const runId = /^run_id:(\w+)/m.exec(info)?.[1];
+      const replId = /^master_replid:(\w+)/m.exec(info)?.[1];
+      return runId && replId ? `${runId}/${replId}` : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * Enqueues again the remembered requests of live queues whose BullMQ job is gone, unless the
+   * connection came back to the same dataset (a plain reconnect: nothing was lost). The existence
+   * check only spares writes: the add is idempotent by job id while a request waits or runs (BullMQ
+   * ignores an id it has), and a request that ran, whose job went when it completed, reaches the
+   * worker that ran it again, which skips it (queue-pool.ts).
    */
   async reconcile(): Promise<ReconcileResult> {
     const result: ReconcileResult = { requests: 0, missing: 0, ids: [] };
     if (!this.deps.isLeader()) return result;
+    const dataset = await this.datasetNow();
+    const before = this.dataset;
+    if (dataset !== undefined) this.dataset = dataset;
+    if (dataset !== undefined && dataset === before) {
+      this.deps.log.info({ dataset }, 'Redis reconnected to the same server and dataset; it lost nothing');
+      this.deps.onReconciled(result);
+      return result;
+    }
     const live = this.deps.liveQueues();
     const lost = new Map<string, ExecutionRequest[]>();
     for (const [name, requests] of this.deps.queues.recent.byQueue()) {

@@ -14,9 +14,16 @@ import { dispatchedItems, withFireItems } from './dispatch-plan';
 import { findOrphanedQueues, type FailoverCoordinator } from './failover';
 import type { JobState } from './fire-dispatcher';
 import type { Clock } from './fire-timer';
-import { REQUEST_RETENTION_MS, type QueuePool } from './queue-pool';
+import type { QueuePool } from './queue-pool';
 import type { QueueMoves } from './queue-moves';
 import type { TaskChain } from './task-chain';
+
+/**
+ * The oldest ledger a new leader replays. A replayed request that already ran is skipped by the
+ * worker that ran it, which remembers each item's last completed fires (queue-pool.ts); a ledger
+ * older than this is not replayed at all, and its fire is treated as missed (misfire policy).
+ */
+export const REPLAY_WINDOW_MS = 10 * 60_000;
 
 /** What a takeover works with. */
 export interface TakeoverDeps {
@@ -77,12 +84,12 @@ export class Takeover {
 
   /**
    * Re-enqueues the last ledgered fire to the queues it named. Requests that were already enqueued
-   * keep their job ids, so BullMQ ignores them; only those the old leader never enqueued are added.
-   * Ledgers older than the retention of completed requests are not replayed: the requests could be
-   * gone and the replay would run them twice.
+   * and still wait or run keep their job ids, so BullMQ ignores them; those that ran are skipped by
+   * the worker that ran them; only those the old leader never enqueued run. Ledgers older than
+   * {@link REPLAY_WINDOW_MS} are not replayed.
    */
   private async replay(job: string, state: JobState, ledger: FireLedger): Promise<void> {
-    if (this.deps.clock.now() - ledger.fireTime > REQUEST_RETENTION_MS) return;
+    if (this.deps.clock.now() - ledger.fireTime > REPLAY_WINDOW_MS) return;
     const byQueue = new Map<string, ExecutionRequest[]>();
     // Enqueued after their time by a new leader: catch-up work (see ExecutionRequest.catchUp).
     const fireItems = dispatchedItems(ledger.assignment);

@@ -14,7 +14,7 @@ export interface MisfireMark {
   version: number;
 }
 
-/** An item lock as held: with monitorExecution, the session owning `running` and the completed fires read under it. */
+/** An item lock as held: with monitorExecution, the session owning `running`; the item's completed fires (read under the lock, or as this process remembers them without monitorExecution). */
 export interface Hold {
   session?: ZkSessionOps;
   done?: readonly number[];
@@ -119,7 +119,7 @@ export class ItemLocks implements ItemLock {
   }
 
   knownCompleted(key: string, fireTime: number): boolean {
-    return this.monitored.knownCompleted(key, fireTime);
+    return this.monitored.knownCompleted(key, fireTime) || this.local.knownCompleted(key, fireTime);
   }
 
   forgetJob(job: string): void {

@@ -1,11 +1,15 @@
 /**
  * The item lock without monitorExecution: a map of this process, so an item never runs twice at
  * once here. Nothing is written to ZooKeeper; across instances the guarantees are per process only
- * (README's delivery guarantees). Misfire marks are kept here as well.
+ * (README's delivery guarantees). Misfire marks are kept here as well, and each item's last completed
+ * fires: a request added again after it ran here (a new leader's replay, a resumed failover, a
+ * reconcile after a Redis failover; BullMQ no longer keeps completed jobs to ignore the add) comes
+ * back to this process, which skips it.
  */
 import type { JobConfig } from '../shared/config/job-config';
 import type { ExecutionRequest } from '../shared/registry/execution-request';
-import { itemKey, type AcquireOptions, type Acquired, type Hold, type ItemLock, type MisfireMark, type Released } from './item-lock';
+import { COMPLETED_FIRES_KEPT } from '../shared/registry/completed-fires';
+import { itemKey, type AcquireOptions, type Acquired, type Hold, type ItemLock, type MisfireMark, type Released, type ReleaseOptions } from './item-lock';
 
 /** {@link ItemLock} within this process. */
 export class LocalItemLock implements ItemLock {
@@ -13,6 +17,11 @@ export class LocalItemLock implements ItemLock {
   private readonly running = new Map<string, boolean>();
   /** item key -> latest fire time that found it running. */
   private readonly misfires = new Map<string, number>();
+  /**
+   * item key -> the last {@link COMPLETED_FIRES_KEPT} fire times completed here, oldest first: 32
+   * numbers per item this process ran, whatever the throughput.
+   */
+  private readonly completed = new Map<string, number[]>();
 
   /** `onReleased`: a hold of this process on the item ended. */
   constructor(private readonly onReleased: (key: string) => void) {}
@@ -22,15 +31,17 @@ export class LocalItemLock implements ItemLock {
     const holder = this.running.get(key);
     if (holder === undefined) {
       this.running.set(key, options.catchUp);
-      return {};
+      const done = this.completed.get(key);
+      return done ? { done } : {};
     }
     if (holder && options.waitBehindCatchUp) return { busy: true, local: true, catchUp: true };
     if (config.misfire && options.markOnBusy) this.misfires.set(key, Math.max(this.misfires.get(key) ?? 0, request.fireTime));
     return { busy: true, local: true, catchUp: holder };
   }
 
-  async release(request: ExecutionRequest, _hold: Hold): Promise<Released> {
+  async release(request: ExecutionRequest, _hold: Hold, options?: ReleaseOptions): Promise<Released> {
     const key = itemKey(request);
+    if (options?.completed) this.recordCompleted(key, request.fireTime);
     this.running.delete(key);
     this.onReleased(key);
     return { recorded: true, mark: undefined };
@@ -48,11 +59,25 @@ export class LocalItemLock implements ItemLock {
     return this.running.has(key);
   }
 
-  knownCompleted(): boolean {
-    return false;
+  knownCompleted(key: string, fireTime: number): boolean {
+    return this.completed.get(key)?.includes(fireTime) === true;
   }
 
-  forgetJob(): void {
-    // Nothing outlives a run here.
+  forgetJob(job: string): void {
+    for (const key of this.completed.keys()) if (key.slice(0, key.lastIndexOf('|')) === job) this.completed.delete(key);
+  }
+
+  /** Adds `fireTime` to the item's completed fires, in place (a release per item run: no copy). */
+  private recordCompleted(key: string, fireTime: number): void {
+    const done = this.completed.get(key);
+    if (!done) {
+      this.completed.set(key, [fireTime]);
+      return;
+    }
+    if (done.includes(fireTime)) return;
+    done.push(fireTime);
+    // Fires complete out of order only around a misfire or failover: keep the newest, in order.
+    if (done.length > 1 && done[done.length - 2] > fireTime) done.sort((a, b) => a - b);
+    if (done.length > COMPLETED_FIRES_KEPT) done.shift();
   }
 }

@@ -102,9 +102,10 @@ async function link(): Promise<Link> {
 async function instance(
   instanceId: string,
   execute: (ctx: ShardingContext) => unknown,
-  options: { link?: Link; sessionTimeoutMs?: number; owns?: (zk: ZkClient, sessionId: string) => boolean; handlers?: number } = {},
+  options: { link?: Link; sessionTimeoutMs?: number; owns?: (zk: ZkClient, sessionId: string) => boolean; handlers?: number; monitorExecution?: boolean } = {},
 ): Promise<Instance> {
-  const definition = defineJob({ name: JOB, cron: '0 0 * * * ?', shardingTotalCount: 2, shardingItemParameters: '0=A,1=B', misfire: true, monitorExecution: true, execute });
+  const monitorExecution = options.monitorExecution ?? true;
+  const definition = defineJob({ name: JOB, cron: '0 0 * * * ?', shardingTotalCount: 2, shardingItemParameters: '0=A,1=B', misfire: true, monitorExecution, execute });
   const zk = await connectZk(options.link?.connectionString ?? server.connectionString, { namespace, sessionTimeoutMs: options.sessionTimeoutMs ?? 10_000 });
   const records: ExecutionEvent[] = [];
   const logs: string[] = [];
@@ -878,5 +879,30 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
     expect(a.finishes()).toEqual([[1000, 'NORMAL', 'aborted']]);
     expect(await runningOwner()).toBeUndefined();
     expect(await completedList()).toEqual([]);
+  });
+});
+
+describe('ItemExecutor without monitorExecution', () => {
+  it('skips a request for a fire it already completed (a replay, a resumed failover, a reconcile), and remembers a bounded number of fires per item', async () => {
+    const a = await instance('a', () => undefined, { monitorExecution: false });
+    await expect(a.run(1_000)).resolves.toBe('completed');
+    await expect(a.run(2_000)).resolves.toBe('completed');
+    // The same fires again, under any source: not run a second time, said so in the record.
+    await expect(a.run(1_000)).resolves.toBe('skipped');
+    await expect(a.run(2_000, 'FAILOVER')).resolves.toBe('skipped');
+    expect(a.starts()).toEqual([[1_000, 'NORMAL'], [2_000, 'NORMAL']]);
+    expect(a.records.filter((r) => r.event === 'finish' && r.status === 'skipped').map((r) => r.reason)).toEqual([
+      'this fire of the item already completed',
+      'this fire of the item already completed',
+    ]);
+    // Another item is another list; nothing is written to ZooKeeper.
+    await expect(a.run(1_000, 'NORMAL', { item: 1 })).resolves.toBe('completed');
+    expect(await admin.exists(RUNNING)).toBeNull();
+    // The oldest fires are forgotten beyond the bound: fire 1,000 runs again after 32 newer ones.
+    for (let f = 3_000; f <= 34_000; f += 1_000) await a.run(f);
+    await expect(a.run(1_000)).resolves.toBe('completed');
+    // A removed job's items are forgotten with it.
+    a.forgetJob();
+    await expect(a.run(34_000)).resolves.toBe('completed');
   });
 });

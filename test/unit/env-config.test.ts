@@ -265,6 +265,13 @@ const cases: VariableCase[] = [
     invalid: [['-1', 'is negative'], ['1000001', 'out of range'], ['many', 'not a decimal integer']],
   },
   {
+    name: 'SHARDCRON_COMPLETED_KEPT',
+    read: (c) => c.completedKept,
+    defaultValue: 0,
+    valid: [['0', 0], ['100', 100], ['100000', 100_000]],
+    invalid: [['-1', 'is negative'], ['100001', 'out of range'], ['all', 'not a decimal integer']],
+  },
+  {
     name: 'SHARDCRON_WORKER_GENERIC',
     read: (c) => c.workerGeneric,
     defaultValue: [],
@@ -365,6 +372,7 @@ describe('loadEnvConfig', () => {
       concurrency: 10,
       ops: { host: '127.0.0.1', port: 8080 },
       historyRecent: 1000,
+      completedKept: 0,
       workerGeneric: [],
       logLevel: 'info',
       shutdownGraceMs: 30000,

@@ -86,6 +86,8 @@ export interface ShardcronEnvConfig {
   readonly tracingPgUrl?: string;
   /** Executions kept per job in the recent list in Redis; 0: none (SHARDCRON_HISTORY_RECENT). */
   readonly historyRecent: number;
+  /** Completed requests kept per instance queue, the newest; 0: removed as they complete (SHARDCRON_COMPLETED_KEPT). */
+  readonly completedKept: number;
   /** The API-defined job types this worker runs for every job of the namespace (SHARDCRON_WORKER_GENERIC). */
   readonly workerGeneric: readonly GenericJobType[];
   readonly logLevel: LogLevel;
@@ -171,6 +173,8 @@ export const ENV_VARIABLES = Object.freeze([
     'PostgreSQL of the execution history, `postgres://user:password@host:port/db`: ElasticJob\'s job_execution_log and job_status_trace_log, created on start (docs/history.md). Unset: the recent executions in Redis only.'),
   variable('SHARDCRON_HISTORY_RECENT', '1000',
     'Executions each job keeps in its recent list in Redis (what the console and `GET /api/jobs/:name/executions` show first), 0-1000000; 0: none kept.'),
+  variable('SHARDCRON_COMPLETED_KEPT', '0',
+    'Completed execution requests the leader has Redis keep per instance queue, the newest, for Bull Board\'s Completed tab, 0-100000; 0: each is removed as it completes (docs/design-notes.md, "Redis memory": keeping them costs Redis calls on every completion).'),
   variable('SHARDCRON_WORKER_GENERIC', undefined,
     'API-defined job types this worker runs for every such job of the namespace, with no code of its own: `script`, `http` or `script,http`.'),
   variable('SHARDCRON_LOG_LEVEL', 'info',
@@ -240,6 +244,7 @@ const shape = {
   SHARDCRON_OPS_READ_TOKEN: optional(parseOpsToken),
   SHARDCRON_TRACING_PG_URL: optional(parsePostgresUrl),
   SHARDCRON_HISTORY_RECENT: withDefault('SHARDCRON_HISTORY_RECENT', integer(0, 1_000_000, ' (executions per job)')),
+  SHARDCRON_COMPLETED_KEPT: withDefault('SHARDCRON_COMPLETED_KEPT', integer(0, 100_000, ' (requests per queue)')),
   SHARDCRON_WORKER_GENERIC: optional(subsetOf(GENERIC_JOB_TYPES, 'job type')),
   SHARDCRON_LOG_LEVEL: withDefault('SHARDCRON_LOG_LEVEL', oneOf(LOG_LEVELS, 'log level')),
   SHARDCRON_SHUTDOWN_GRACE_MS: withDefault('SHARDCRON_SHUTDOWN_GRACE_MS', integer(0, 3_600_000, ' (milliseconds)')),
@@ -345,6 +350,7 @@ export const envSchema = z.preprocess(
     ops: { host: env.SHARDCRON_OPS_HOST, port: env.SHARDCRON_OPS_PORT, ...(token !== undefined && { token }), ...(readToken !== undefined && { readToken }) },
     ...(env.SHARDCRON_TRACING_PG_URL !== undefined && { tracingPgUrl: env.SHARDCRON_TRACING_PG_URL }),
     historyRecent: env.SHARDCRON_HISTORY_RECENT,
+    completedKept: env.SHARDCRON_COMPLETED_KEPT,
     workerGeneric: env.SHARDCRON_WORKER_GENERIC ?? [],
     logLevel: env.SHARDCRON_LOG_LEVEL,
     shutdownGraceMs: env.SHARDCRON_SHUTDOWN_GRACE_MS,

@@ -1,0 +1,98 @@
+/**
+ * QueuePool against a real Redis: nothing stays of a request once it ran, so Redis memory follows
+ * the work in flight, not throughput; an add of a request still waiting is ignored, one of a request
+ * that ran reaches the worker again, which skips it (item-executor.test.ts, "without monitorExecution").
+ */
+import { Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { RedisServer } from '../../src/dev/redis-server';
+import { QueuePool } from '../../src/leader/queue-pool';
+import type { ExecutionRequest } from '../../src/shared/registry/execution-request';
+import { QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
+import { createRedisConnection } from '../../src/shared/redis/redis-connection';
+import { closeServices, startRedis } from '../helpers/services';
+
+let redisServer: RedisServer;
+let redis: Redis;
+let pool: QueuePool;
+
+beforeAll(async () => {
+  redisServer = await startRedis();
+});
+
+afterAll(async () => {
+  await closeServices();
+});
+
+beforeEach(async () => {
+  redis = createRedisConnection(redisServer.url);
+  await redis.flushdb();
+  pool = new QueuePool(redis);
+});
+
+afterEach(async () => {
+  await pool.close();
+  redis.disconnect();
+});
+
+const QUEUE = 'q-memory';
+const request = (item: number, fireTime = 1_764_000_000_000): ExecutionRequest => ({ job: 'billing', item, fireTime, source: 'NORMAL', epoch: 1 });
+
+/** Runs every request of QUEUE with a no-op handler until `count` ran; resolves with the job ids run. */
+async function runAll(count: number): Promise<string[]> {
+  const ran: string[] = [];
+  const connection = createRedisConnection(redisServer.url);
+  let done!: () => void;
+  const finished = new Promise<void>((resolve) => (done = resolve));
+  const worker = new Worker(
+    QUEUE,
+    async (job: Job) => {
+      ran.push(job.id!);
+    },
+    { connection, prefix: QUEUE_PREFIX, concurrency: 50 },
+  );
+  worker.on('completed', () => {
+    if (ran.length >= count) done();
+  });
+  await finished;
+  await worker.close();
+  connection.disconnect();
+  return ran;
+}
+
+test('completed requests are removed as they complete: nothing of them stays in Redis', async () => {
+  const total = 300;
+  const requests = Array.from({ length: total }, (_, i) => request(i));
+  const before = await redis.dbsize();
+  await pool.enqueue(new Map([[QUEUE, requests]]));
+  expect(await runAll(total)).toHaveLength(total);
+  const queue = pool.get(QUEUE);
+  expect(await queue.getJobCounts('completed', 'wait', 'active')).toEqual({ completed: 0, wait: 0, active: 0 });
+  const left = await redis.keys(`${QUEUE_PREFIX}:${QUEUE}:*`);
+  // The queue's own bookkeeping (id counter, events stream, meta...), none of it per request.
+  expect(left.filter((k) => k.includes('|'))).toEqual([]);
+  expect(left.length).toBeLessThan(10);
+  expect(before).toBe(0);
+});
+
+test('an add of a request that waits is ignored; one of a request that ran is a new job (the worker skips it)', async () => {
+  const waiting = request(0);
+  await pool.enqueue(new Map([[QUEUE, [waiting]]]));
+  await pool.enqueue(new Map([[QUEUE, [waiting, { ...waiting, catchUp: true }]]]));
+  const queue = pool.get(QUEUE);
+  expect(await queue.getJobCounts('wait')).toEqual({ wait: 1 });
+  await runAll(1);
+  await pool.enqueue(new Map([[QUEUE, [waiting]]]));
+  expect(await queue.getJobCounts('wait')).toEqual({ wait: 1 });
+});
+
+test('with completedKept (SHARDCRON_COMPLETED_KEPT) the newest completed requests of each queue stay, for Bull Board', async () => {
+  const keeping = new QueuePool(redis, QUEUE_PREFIX, 50);
+  try {
+    await keeping.enqueue(new Map([[QUEUE, Array.from({ length: 120 }, (_, i) => request(i))]]));
+    await runAll(120);
+    expect(await keeping.get(QUEUE).getJobCounts('completed')).toEqual({ completed: 50 });
+  } finally {
+    await keeping.close();
+  }
+});
