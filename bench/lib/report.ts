@@ -245,6 +245,10 @@ export function renderMarkdown(r: BenchResults): string {
       metric('job-fires dispatched per second', (c) => `${fmt(c.dispatchedPerSecond)} (needed ${fmt(c.jobs)})`),
       metric('ZooKeeper write ops per job per fire', (c) => fmt(c.zkWritesPerJobPerFire, 3)),
       metric('ZooKeeper transactions per job per fire', (c) => fmt(c.zkTxnsPerDispatchedJobFire, 4)),
+      metric('ZooKeeper: znodes; data; RSS; heap in use', (c) => {
+        const z = c.zookeeper;
+        return z ? `${fmt(z.znodes)}; ${fmt(z.dataMb)} MB; ${fmt(z.rssMb)} MB; ${z.heapUsedMb === undefined ? 'n/a' : `${fmt(z.heapUsedMb)} MB`}` : 'n/a';
+      }),
       metric('leader begins the enqueue (fire planned and ledgered ahead) p50 / p99', (c) => pair(c.stages?.enqueueBegins)),
       metric('leader dispatch lag (enqueue done) p50 / p99 / max', (c) => triple(c.dispatchLag)),
       metric('worker picks the request up p50 / p99', (c) => pair(c.stages?.pickedUp)),

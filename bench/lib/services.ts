@@ -79,6 +79,33 @@ export function procSample(pid: number): ProcSample {
   return { cpuSeconds, rssMb: rssKb / 1024, at: Date.now() };
 }
 
+/** What a ZooKeeper server holds: znodes and their data (`mntr`), its process RSS and JVM heap in use (`jcmd GC.heap_info`). */
+export interface ZkFootprint {
+  znodes: number;
+  dataMb: number;
+  rssMb: number;
+  /** Heap in use (young and old generations); undefined when jcmd cannot attach. */
+  heapUsedMb?: number;
+}
+
+export async function zkFootprint(port: number, pid: number): Promise<ZkFootprint> {
+  const mntr = await tcpExchange(port, 'mntr', { timeoutMs: 5_000 });
+  const field = (name: string) => Number(new RegExp(`^${name}\\s+(\\d+)`, 'm').exec(mntr)?.[1] ?? 0);
+  let heapUsedMb: number | undefined;
+  try {
+    // jcmd attaches through a socket: it works although the server runs with -XX:-UsePerfData (which jstat needs).
+    const info = execFileSync('jcmd', [String(pid), 'GC.heap_info'], { timeout: 15_000 }).toString();
+    const used = info
+      .split('\n')
+      .filter((line) => /(heap|generation)\s+total/.test(line))
+      .reduce((sum, line) => sum + Number(/used (\d+)K/.exec(line)?.[1] ?? 0), 0);
+    if (used > 0) heapUsedMb = used / 1024;
+  } catch {
+    heapUsedMb = undefined;
+  }
+  return { znodes: field('zk_znode_count'), dataMb: field('zk_approximate_data_size') / 2 ** 20, rssMb: procSample(pid).rssMb, ...(heapUsedMb !== undefined && { heapUsedMb }) };
+}
+
 /** A ZooKeeper client for the bench itself (config edits, floor measurements). */
 export function benchZkClient(connectionString: string, namespace: string): Promise<ZkClient> {
   return new ZkClient({

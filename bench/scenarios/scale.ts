@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { BenchContext } from '../lib/context';
 import { measureWindow, sleepUntil, type WindowResult } from '../lib/measure';
 import { ProcessGroup, spawnShardcron, type BenchProcess } from '../lib/procs';
-import { procSample, startServices, zkCounters, type ProcSample, type ZkCounters } from '../lib/services';
+import { procSample, startServices, zkCounters, zkFootprint, type ProcSample, type ZkCounters, type ZkFootprint } from '../lib/services';
 import { findQueues, queueStages, type Stages } from '../lib/stages';
 import { round, summarize, waitUntil, type Summary } from '../lib/stats';
 import { QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
@@ -37,6 +37,8 @@ export interface ScaleResult {
   zkWritesPerJobPerFire: number;
   zkWriteOpsPerSecond: number;
   dispatchLag: Summary;
+  /** The ZooKeeper server at the end of the window: znodes, their data, its RSS and heap in use. */
+  zookeeper?: ZkFootprint;
   /** From the newest 20,000 completed requests per queue that belong to the window. */
   stages: Stages;
   window: WindowResult;
@@ -124,6 +126,8 @@ export async function runScale(ctx: BenchContext, jobs: number): Promise<ScaleRe
     const live = await leader.request<{ heapMb: number; memory: Record<string, number> }>({ type: 'gc' });
     const peak = points.reduce((p, q) => (q.proc.rssMb > p.proc.rssMb ? q : p));
     ctx.log(`  leader memory (MB) at the RSS peak: ${JSON.stringify(peak.memory)}; after a full GC: ${JSON.stringify(live.memory)}`);
+    const zookeeper = await zkFootprint(services.zk.port, services.zk.pid!);
+    ctx.log(`  ZooKeeper: ${zookeeper.znodes} znodes, ${round(zookeeper.dataMb)} MB of data, RSS ${round(zookeeper.rssMb)} MB, heap in use ${zookeeper.heapUsedMb === undefined ? 'n/a' : `${round(zookeeper.heapUsedMb)} MB`}`);
     const queues = await findQueues(services.redis.url, QUEUE_PREFIX, `${namespace}.`);
     const stages = await queueStages(services.redis.url, queues, QUEUE_PREFIX, window, (job) => (job.data as { fireTime: number }).fireTime, true, 20_000);
     return {
@@ -142,6 +146,7 @@ export async function runScale(ctx: BenchContext, jobs: number): Promise<ScaleRe
       zkWritesPerJobPerFire: round((b.zk.writeOps - a.zk.writeOps) / dispatched, 3),
       zkWriteOpsPerSecond: round((b.zk.writeOps - a.zk.writeOps) / wallS),
       dispatchLag: summarize(lead.dispatchLag),
+      zookeeper,
       stages,
       window,
     };
