@@ -282,9 +282,9 @@ export function renderMarkdown(r: BenchResults): string {
   }
   if (s.redisMemory?.length) {
     out.push('', `## 8. Redis memory (1 scheduler, 2 workers, ${s.redisMemory[0].jobs} jobs x ${s.redisMemory[0].itemsPerJob} items every second, history on)`, '');
-    out.push(table(['build', 'minutes', 'items/s', 'used / RSS at the end', 'recent lists (records)', 'deduplication keys', 'completed requests kept', 'RSS every 30 s'],
+    out.push(table(['build', 'minutes', 'items/s', 'used / RSS at the end', 'recent lists (records)', 'completed requests kept', 'RSS every 30 s'],
       s.redisMemory.map((m) => [m.code, fmt(m.minutes), fmt(m.itemsPerSecond), `${fmt(m.end.usedMb)} / ${fmt(m.end.rssMb)} MB`, `${fmt(m.end.recentListsMb)} MB (${fmt(m.end.recentRecords)})`,
-        `${fmt(m.end.dedupKeys)} (${fmt(m.end.dedupMb)} MB)`, fmt(m.end.completedKept), m.samples.map((x) => fmt(x.rssMb)).join(', ')])));
+        fmt(m.end.completedKept), m.samples.map((x) => fmt(x.rssMb)).join(', ')])));
   }
   out.push('', '## Runs', '', table(['scenario', 'seconds', 'load avg before / after', 'error'],
     Object.entries(r.runs).map(([k, v]) => [k, fmt(v.seconds), `${fmt(v.loadBefore, 2)} / ${fmt(v.loadAfter, 2)}`, v.error ?? ''])));

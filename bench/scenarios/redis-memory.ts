@@ -1,8 +1,8 @@
 /**
  * Scenario 7, Redis memory at a steady load: 1 scheduler and 2 workers, 200 jobs x 2 items every
  * second (400 items/s, history on), for BENCH_MEMORY_MINUTES (full: 15, quick: 3). Samples Redis's
- * memory every 30 s and splits the end state into the jobs' recent lists, the requests' deduplication
- * keys and the rest. With BENCH_BASELINE_CODE the other build runs the same load afterwards, on a
+ * memory every 30 s and tells, at the end, what the jobs' recent lists and the completed requests
+ * kept take of it. With BENCH_BASELINE_CODE the other build runs the same load afterwards, on a
  * fresh Redis, for a before/after in one run.
  */
 import Redis from 'ioredis';
@@ -36,9 +36,6 @@ export interface RedisMemoryRun {
     /** MEMORY USAGE of every recent list (`*:executions:*`), summed. */
     recentListsMb: number;
     recentRecords: number;
-    /** Deduplication keys (`*:de:*`) and what they take (MEMORY USAGE, summed). */
-    dedupKeys: number;
-    dedupMb: number;
     /** Completed requests kept in the queues. */
     completedKept: number;
   };
@@ -113,7 +110,6 @@ async function run(ctx: BenchContext, minutes: number, code?: string): Promise<R
     const recent = await usage(redis, '*:executions:*');
     let recentRecords = 0;
     for (const key of recent.keys) recentRecords += await redis.llen(key);
-    const dedup = await usage(redis, '*:de:*');
     const completed = await usage(redis, '*:completed');
     let completedKept = 0;
     for (const key of completed.keys) completedKept += await redis.zcard(key);
@@ -129,8 +125,6 @@ async function run(ctx: BenchContext, minutes: number, code?: string): Promise<R
         rssMb: last.rssMb,
         recentListsMb: mb(recent.bytes),
         recentRecords,
-        dedupKeys: dedup.keys.length,
-        dedupMb: mb(dedup.bytes),
         completedKept,
       },
     };
@@ -144,10 +138,11 @@ async function run(ctx: BenchContext, minutes: number, code?: string): Promise<R
 export async function runRedisMemory(ctx: BenchContext): Promise<RedisMemoryRun[]> {
   const minutes = Number(process.env.BENCH_MEMORY_MINUTES ?? (ctx.mode === 'quick' ? 3 : 15));
   const out: RedisMemoryRun[] = [];
-  for (const code of [undefined, process.env.BENCH_BASELINE_CODE].filter((c, i) => i === 0 || c)) {
+  const baseline = process.env.BENCH_BASELINE_CODE;
+  for (const code of [undefined, ...(baseline ? [baseline] : [])]) {
     ctx.log(`redis memory: ${JOBS} jobs x ${ITEMS} items every second for ${minutes} min (${code ?? 'this build'})`);
     const r = await run(ctx, minutes, code);
-    ctx.log(`  end: used ${r.end.usedMb} MB, RSS ${r.end.rssMb} MB; recent lists ${r.end.recentListsMb} MB (${r.end.recentRecords} records), dedup keys ${r.end.dedupKeys} (${r.end.dedupMb} MB), completed kept ${r.end.completedKept}`);
+    ctx.log(`  end: used ${r.end.usedMb} MB, RSS ${r.end.rssMb} MB; recent lists ${r.end.recentListsMb} MB (${r.end.recentRecords} records), completed kept ${r.end.completedKept}`);
     out.push(r);
   }
   return out;

@@ -18,7 +18,7 @@ import { RecentEnqueues } from './recent-enqueues';
  */
 
 /** Failed requests kept per queue, the newest, for at most a day. */
-export const FAILED_KEPT_PER_QUEUE = 1_000;
+const FAILED_KEPT_PER_QUEUE = 1_000;
 
 /** Requests per addBulk call. */
 export const ENQUEUE_CHUNK = 100;

@@ -51,13 +51,10 @@ export class RedisReconcile {
   /** A reconcile is queued on the chain and has not started: more losses meanwhile need no other. */
   private queued = false;
   private readonly onLoss = () => (this.lost = true);
-  /** The dataset the connection last reached ({@link datasetOf}); undefined before the first or on a Cluster. */
+  /** The dataset the connection last reached ({@link datasetNow}); undefined before the first or on a Cluster. */
   private dataset: string | undefined;
   private readonly onReady = () => {
-    if (!this.lost) {
-      void this.datasetNow().then((d) => (this.dataset ??= d));
-      return;
-    }
+    if (!this.lost) return this.rememberFirstDataset();
     this.lost = false;
     this.schedule();
   };
@@ -67,7 +64,7 @@ export class RedisReconcile {
 
   start(): void {
     const connection = this.deps.queues.connection;
-    if (connection.status === 'ready') void this.datasetNow().then((d) => (this.dataset ??= d));
+    if (connection.status === 'ready') this.rememberFirstDataset();
     connection.on('close', this.onLoss);
     connection.on('ready', this.onReady);
     if (connection instanceof Cluster) connection.on('-node', this.onNodeDropped);
@@ -88,6 +85,11 @@ export class RedisReconcile {
       this.queued = false;
       await this.reconcile();
     }, 'reconcile after a Redis reconnect failed');
+  }
+
+  /** The dataset of the first connection, which a reconnect is compared with. */
+  private rememberFirstDataset(): void {
+    void this.datasetNow().then((d) => (this.dataset ??= d));
   }
 
   /**

@@ -91,6 +91,9 @@ export interface ItemLock {
 /** What this process keys an item by in its maps. */
 export const itemKey = (request: Pick<ExecutionRequest, 'job' | 'item'>): string => `${request.job}|${request.item}`;
 
+/** The job of an {@link itemKey}. */
+export const jobOfItemKey = (key: string): string => key.slice(0, key.lastIndexOf('|'));
+
 /**
  * The lock each request's config asks for: ZooKeeper's with monitorExecution, this process's
  * without. A hold is released by the lock that made it (a hold with a session is ZooKeeper's),

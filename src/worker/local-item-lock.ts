@@ -8,8 +8,8 @@
  */
 import type { JobConfig } from '../shared/config/job-config';
 import type { ExecutionRequest } from '../shared/registry/execution-request';
-import { COMPLETED_FIRES_KEPT } from '../shared/registry/completed-fires';
-import { itemKey, type AcquireOptions, type Acquired, type Hold, type ItemLock, type MisfireMark, type Released, type ReleaseOptions } from './item-lock';
+import { COMPLETED_FIRES_KEPT, withCompletedFire } from '../shared/registry/completed-fires';
+import { itemKey, jobOfItemKey, type AcquireOptions, type Acquired, type Hold, type ItemLock, type MisfireMark, type Released, type ReleaseOptions } from './item-lock';
 
 /** {@link ItemLock} within this process. */
 export class LocalItemLock implements ItemLock {
@@ -18,10 +18,11 @@ export class LocalItemLock implements ItemLock {
   /** item key -> latest fire time that found it running. */
   private readonly misfires = new Map<string, number>();
   /**
-   * item key -> the last {@link COMPLETED_FIRES_KEPT} fire times completed here, oldest first: 32
-   * numbers per item this process ran, whatever the throughput.
+   * item key -> the last {@link COMPLETED_FIRES_KEPT} fire times completed here, the newest last (as
+   * ZooKeeper's item node keeps them with monitorExecution): 32 numbers per item this process ran,
+   * whatever the throughput.
    */
-  private readonly completed = new Map<string, number[]>();
+  private readonly completed = new Map<string, readonly number[]>();
 
   /** `onReleased`: a hold of this process on the item ended. */
   constructor(private readonly onReleased: (key: string) => void) {}
@@ -41,7 +42,7 @@ export class LocalItemLock implements ItemLock {
 
   async release(request: ExecutionRequest, _hold: Hold, options?: ReleaseOptions): Promise<Released> {
     const key = itemKey(request);
-    if (options?.completed) this.recordCompleted(key, request.fireTime);
+    if (options?.completed) this.completed.set(key, withCompletedFire(this.completed.get(key) ?? [], request.fireTime));
     this.running.delete(key);
     this.onReleased(key);
     return { recorded: true, mark: undefined };
@@ -64,20 +65,6 @@ export class LocalItemLock implements ItemLock {
   }
 
   forgetJob(job: string): void {
-    for (const key of this.completed.keys()) if (key.slice(0, key.lastIndexOf('|')) === job) this.completed.delete(key);
-  }
-
-  /** Adds `fireTime` to the item's completed fires, in place (a release per item run: no copy). */
-  private recordCompleted(key: string, fireTime: number): void {
-    const done = this.completed.get(key);
-    if (!done) {
-      this.completed.set(key, [fireTime]);
-      return;
-    }
-    if (done.includes(fireTime)) return;
-    done.push(fireTime);
-    // Fires complete out of order only around a misfire or failover: keep the newest, in order.
-    if (done.length > 1 && done[done.length - 2] > fireTime) done.sort((a, b) => a - b);
-    if (done.length > COMPLETED_FIRES_KEPT) done.shift();
+    for (const key of this.completed.keys()) if (jobOfItemKey(key) === job) this.completed.delete(key);
   }
 }

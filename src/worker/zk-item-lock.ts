@@ -12,7 +12,7 @@ import type { ExecutionRequest } from '../shared/registry/execution-request';
 import { registryPaths } from '../shared/registry/registry-paths';
 import { decodeRunningNode, encodeRunningNode, type RunningHolder } from '../shared/registry/running-node';
 import { isRetryable, ZkError, type ZkClient, type ZkOp, type ZkSessionOps, type ZkStat } from '../shared/zk';
-import { itemKey, type AcquireOptions, type Acquired, type Busy, type Hold, type ItemLock, type MisfireMark, type Released, type ReleaseOptions } from './item-lock';
+import { itemKey, jobOfItemKey, type AcquireOptions, type Acquired, type Busy, type Hold, type ItemLock, type MisfireMark, type Released, type ReleaseOptions } from './item-lock';
 import { createItemNode, type MisfireMarks } from './misfire-marks';
 import { MultiBatcher, type NodeRead } from './multi-batcher';
 
@@ -64,7 +64,7 @@ export class ZkItemLock implements ItemLock {
    * under the name has new item nodes, whose versions start over and could match a remembered one.
    */
   forgetJob(job: string): void {
-    for (const key of this.seen.keys()) if (key.slice(0, key.lastIndexOf('|')) === job) this.seen.delete(key);
+    for (const key of this.seen.keys()) if (jobOfItemKey(key) === job) this.seen.delete(key);
   }
 
   holdsLocally(key: string): boolean {
