@@ -74,7 +74,8 @@ async function subtree(path: string): Promise<string[]> {
 beforeAll(async () => {
   [zkServer, redisServer] = await Promise.all([startZooKeeper(), startRedis()]);
   cluster = new TestCluster(zkServer, redisServer);
-  await cluster.start({ instanceId: 'leader', roles: ['scheduler'] });
+  // Completed requests kept (SHARDCRON_COMPLETED_KEPT): the removal test finds the other job's in every queue.
+  await cluster.start({ instanceId: 'leader', roles: ['scheduler'], env: { SHARDCRON_COMPLETED_KEPT: '100' } });
   await cluster.start({ instanceId: 'w1', ip: '10.0.0.1', roles: ['worker'], jobs: JOBS });
   await cluster.start({ instanceId: 'w2', ip: '10.0.0.2', roles: ['worker'], jobs: JOBS });
   zk = await connectZk(zkServer.connectionString, { namespace: cluster.namespace });
