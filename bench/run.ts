@@ -15,13 +15,14 @@ import { machineInfo, startServices } from './lib/services';
 import { runConsole } from './scenarios/console';
 import { runFailover } from './scenarios/failover';
 import { runFloor } from './scenarios/floor';
+import { runHistoryCost } from './scenarios/history-cost';
 import { runLatency } from './scenarios/latency';
 import { runLeaderFailover } from './scenarios/leader-failover';
 import { runRedisMemory } from './scenarios/redis-memory';
 import { runScaleAll } from './scenarios/scale';
 import { runThroughput } from './scenarios/throughput';
 
-const SCENARIOS = ['floor', 'latency', 'throughput', 'failover', 'leader-failover', 'scale', 'console', 'redis-memory'] as const;
+const SCENARIOS = ['floor', 'latency', 'throughput', 'failover', 'leader-failover', 'scale', 'console', 'redis-memory', 'history-cost'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 function parseArgs(argv: string[]): { mode: BenchMode; only: Scenario[] } {
@@ -74,6 +75,7 @@ async function main(): Promise<void> {
     scale: async () => void (results.scenarios.scale = await runScaleAll(ctx)),
     console: async () => void (results.scenarios.console = await runConsole(ctx)),
     'redis-memory': async () => void (results.scenarios.redisMemory = await runRedisMemory(ctx)),
+    'history-cost': async () => void (results.scenarios.historyCost = await runHistoryCost(ctx)),
   };
   const dir = path.join(__dirname, 'results');
   fs.mkdirSync(dir, { recursive: true });

@@ -29,6 +29,8 @@ export interface ThroughputRound {
   cpuUsPerItem: { workers: number; leader?: number; redis: number; zookeeper?: number };
   /** RSS of the largest worker process when the round ended, MB. */
   workerRssMb?: number;
+  /** Worker 1's memory when the round ended (process.memoryUsage() and V8's heap spaces, MB): what the RSS is made of. */
+  workerMemoryMb?: Record<string, number>;
   /**
    * Redis commands per item during the round (INFO commandstats; the bench's own report polling is
    * IPC, not Redis), in all and for the busiest commands.
@@ -58,18 +60,19 @@ export interface ThroughputResult {
   runs: ThroughputRun[];
 }
 
-interface Contender {
+/** One system under test in alternating rounds. */
+export interface Contender {
   run: Omit<ThroughputRun, 'warmup' | 'rounds' | 'perSecond'>;
   round(): Promise<ThroughputRound>;
   close(): Promise<void>;
 }
 
 const CONCURRENCY = 100;
-const JOBS = 100;
+/** Jobs of every contender (their items vary by mode). */
+export const JOBS = 100;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const perSecond = (count: number, spanMs: number) => Math.round((count * 1000) / Math.max(spanMs, 1));
 
-let ITEMS = 100;
 
 /** CPU seconds of each pid now; call the result after the round for microseconds per item. */
 function cpuMeter(pids: Record<string, number[]>): (items: number) => Record<string, number> {
@@ -89,6 +92,7 @@ function callsPerItem(before: Record<string, number>, after: Record<string, numb
 }
 
 const workerRss = (procs: readonly BenchProcess[]): number => Math.round(Math.max(...procs.map((p) => procSample(p.pid).rssMb)));
+const workerMemory = async (procs: readonly BenchProcess[]): Promise<Record<string, number> | undefined> => (await procs[0].report(0, 1)).memory;
 
 async function waitFinished(procs: readonly BenchProcess[], from: number, total: number) {
   let last: ReturnType<typeof mergeReports> | undefined;
@@ -104,7 +108,20 @@ async function waitFinished(procs: readonly BenchProcess[], from: number, total:
   }
 }
 
-async function shardcron(ctx: BenchContext, services: Services, workers: number, monitorExecution: boolean, history = true, baseline?: string): Promise<Contender> {
+/** How a shardcron contender runs: W worker processes of {@link CONCURRENCY} and one leader, {@link JOBS} jobs of `items` items. */
+export interface ShardcronSetup {
+  workers: number;
+  items: number;
+  monitorExecution: boolean;
+  /** false: no recent list in Redis (SHARDCRON_HISTORY_RECENT=0). */
+  history?: boolean;
+  /** Another build's dist/ (BENCH_BASELINE_CODE). */
+  baseline?: string;
+}
+
+/** A shardcron contender: its processes started and the leader elected; each round is one fire of every job. */
+export async function shardcronContender(ctx: BenchContext, services: Services, setup: ShardcronSetup): Promise<Contender> {
+  const { workers, items: ITEMS, monitorExecution, history = true, baseline } = setup;
   const group = new ProcessGroup();
   const namespace = ctx.unique('tp');
   const base = { zk: services.zk.connectionString, redisUrl: services.redis.url, namespace };
@@ -144,6 +161,7 @@ async function shardcron(ctx: BenchContext, services: Services, workers: number,
       const after = await zkCounters(services.zk.port, namespace);
       return {
         workerRssMb: workerRss(procs),
+        workerMemoryMb: await workerMemory(procs),
         redisCallsPerItem: callsPerItem(redisBefore, await redisCommandCalls(services.redis.port), r.finished),
         cpuUsPerItem: { workers: c.workers, leader: c.leader, redis: c.redis, zookeeper: c.zookeeper },
         items: r.finished,
@@ -161,7 +179,7 @@ async function shardcron(ctx: BenchContext, services: Services, workers: number,
   };
 }
 
-async function bullmq(ctx: BenchContext, services: Services, workers: number): Promise<Contender> {
+async function bullmq(ctx: BenchContext, services: Services, workers: number, ITEMS: number): Promise<Contender> {
   const group = new ProcessGroup();
   const name = ctx.unique('raw');
   const connection = new IORedis(services.redis.url, { maxRetriesPerRequest: null });
@@ -189,6 +207,7 @@ async function bullmq(ctx: BenchContext, services: Services, workers: number): P
       const c = cpu(r.finished);
       return {
         workerRssMb: workerRss(procs),
+        workerMemoryMb: await workerMemory(procs),
         redisCallsPerItem: callsPerItem(redisBefore, await redisCommandCalls(services.redis.port), r.finished),
         // The producer is this runner process (it also polls reports): an upper bound for addBulk's cost.
         cpuUsPerItem: { workers: c.workers, leader: c.producer, redis: c.redis },
@@ -220,21 +239,23 @@ function workerCounts(value: string | undefined): number[] {
 export async function runThroughput(ctx: BenchContext): Promise<ThroughputResult> {
   const quick = ctx.mode === 'quick';
   const rounds = quick ? 3 : 7;
-  ITEMS = quick ? 100 : 200;
+  const items = quick ? 100 : 200;
   const runs: ThroughputRun[] = [];
   const counts = workerCounts(process.env.BENCH_THROUGHPUT_WORKERS);
   for (const workers of counts) {
-    ctx.log(`throughput: ${workers} worker process(es) per system, ${JOBS} x ${ITEMS} no-op items, ${rounds} rounds after a warm-up`);
+    ctx.log(`throughput: ${workers} worker process(es) per system, ${JOBS} x ${items} no-op items, ${rounds} rounds after a warm-up`);
     const services = await startServices(2_000);
+    const shardcron = (monitorExecution: boolean, history = true, baseline?: string) =>
+      shardcronContender(ctx, services, { workers, items, monitorExecution, history, ...(baseline && { baseline }) });
     const contenders: Contender[] = [];
     try {
-      contenders.push(await bullmq(ctx, services, workers), await shardcron(ctx, services, workers, false));
-      if (!quick || workers === 2) contenders.push(await shardcron(ctx, services, workers, true));
+      contenders.push(await bullmq(ctx, services, workers, items), await shardcron(false));
+      if (!quick || workers === 2) contenders.push(await shardcron(true));
       // What the recent list in Redis costs: the same workers with it and without it, side by side.
-      if (workers === 2) contenders.push(await shardcron(ctx, services, workers, false, false));
+      if (workers === 2) contenders.push(await shardcron(false, false));
       // BENCH_BASELINE_CODE=/abs/dist: the same workload on another build (e.g. the commit before a change), same rounds.
       const baseline = process.env.BENCH_BASELINE_CODE;
-      if (baseline && workers === 2) contenders.push(await shardcron(ctx, services, workers, false, true, baseline));
+      if (baseline && workers === 2) contenders.push(await shardcron(false, true, baseline));
       const results = contenders.map(() => [] as ThroughputRound[]);
       for (let k = 0; k <= rounds; k += 1) {
         for (const [i, c] of contenders.entries()) {
@@ -254,5 +275,5 @@ export async function runThroughput(ctx: BenchContext): Promise<ThroughputResult
       await services.close();
     }
   }
-  return { jobs: JOBS, itemsPerJob: ITEMS, runs };
+  return { jobs: JOBS, itemsPerJob: items, runs };
 }
