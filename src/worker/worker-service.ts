@@ -190,7 +190,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   async start(): Promise<this> {
     const { zk } = this.options;
     this.connection = createRedisClient(this.options.redis, { logger: this.log, name: 'worker' });
-    this.history = new WorkerHistory(this.connection, { ...this.options.history, namespace: this.options.namespace, ip: this.options.ip, log: this.log });
+    const redis = this.options.redis;
+    this.history = new WorkerHistory(() => createRedisClient(redis, { logger: this.log, name: 'worker-history' }), { ...this.options.history, namespace: this.options.namespace, ip: this.options.ip, log: this.log });
     this.unsubscribe.push(
       zk.on('suspended', () => void this.pauseConsumers()),
       zk.on('reconnected', () => !this.fencedOut && this.resumeConsumers()),
