@@ -15,19 +15,20 @@ import { machineInfo, startServices } from './lib/services';
 import { runConsole } from './scenarios/console';
 import { runFailover } from './scenarios/failover';
 import { runFloor } from './scenarios/floor';
-import { runHistoryCost } from './scenarios/history-cost';
+import { runAb, runHistoryCost } from './scenarios/history-cost';
 import { runLatency } from './scenarios/latency';
 import { runLeaderFailover } from './scenarios/leader-failover';
 import { runRedisMemory } from './scenarios/redis-memory';
 import { runScaleAll } from './scenarios/scale';
 import { runThroughput } from './scenarios/throughput';
 
-const SCENARIOS = ['floor', 'latency', 'throughput', 'failover', 'leader-failover', 'scale', 'console', 'redis-memory', 'history-cost'] as const;
+const SCENARIOS = ['floor', 'latency', 'throughput', 'failover', 'leader-failover', 'scale', 'console', 'redis-memory', 'history-cost', 'ab'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 function parseArgs(argv: string[]): { mode: BenchMode; only: Scenario[] } {
   let mode: BenchMode = 'quick';
-  let only: Scenario[] = [...SCENARIOS];
+  // `ab` compares two configurations given by environment variables: only when named.
+  let only: Scenario[] = SCENARIOS.filter((s) => s !== 'ab');
   for (let i = 0; i < argv.length; i += 1) {
     const [flag, inline] = argv[i].split('=', 2);
     const value = () => inline ?? argv[++i];
@@ -76,6 +77,7 @@ async function main(): Promise<void> {
     console: async () => void (results.scenarios.console = await runConsole(ctx)),
     'redis-memory': async () => void (results.scenarios.redisMemory = await runRedisMemory(ctx)),
     'history-cost': async () => void (results.scenarios.historyCost = await runHistoryCost(ctx)),
+    ab: async () => void (results.scenarios.ab = await runAb(ctx)),
   };
   const dir = path.join(__dirname, 'results');
   fs.mkdirSync(dir, { recursive: true });

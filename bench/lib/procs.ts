@@ -197,6 +197,8 @@ export interface ShardcronNodeOptions {
   history?: boolean;
   /** Another build's dist/ to run instead of this one (an absolute path; see BENCH_BASELINE_CODE). */
   code?: string;
+  /** More environment variables (they win over the ones above). */
+  env?: Record<string, string>;
 }
 
 export function spawnShardcron(group: ProcessGroup, o: ShardcronNodeOptions, readyTimeoutMs?: number): Promise<BenchProcess> {
@@ -221,6 +223,7 @@ export function spawnShardcron(group: ProcessGroup, o: ShardcronNodeOptions, rea
     ...(process.env.BENCH_COMPLETED_KEPT !== undefined && { SHARDCRON_COMPLETED_KEPT: process.env.BENCH_COMPLETED_KEPT }),
     // As the Docker image runs shardcron (see the Dockerfile); BENCH_MALLOC_ARENA_MAX=glibc leaves glibc's default.
     ...(process.env.BENCH_MALLOC_ARENA_MAX !== 'glibc' && { MALLOC_ARENA_MAX: process.env.BENCH_MALLOC_ARENA_MAX ?? '2' }),
+    ...o.env,
   }, readyTimeoutMs, o.roles.split(',').includes('worker') ? WORKER_NODE_ARGS : []);
 }
 

@@ -2,7 +2,7 @@
 import type { ConsoleBenchResult } from '../scenarios/console';
 import type { FailoverResult } from '../scenarios/failover';
 import type { FloorResult } from '../scenarios/floor';
-import type { HistoryCostResult } from '../scenarios/history-cost';
+import type { AbResult, HistoryCostResult } from '../scenarios/history-cost';
 import type { LatencyCaseResult } from '../scenarios/latency';
 import type { LeaderFailoverRun } from '../scenarios/leader-failover';
 import type { ScaleResult } from '../scenarios/scale';
@@ -29,6 +29,7 @@ export interface BenchResults {
     console?: ConsoleBenchResult;
     redisMemory?: RedisMemoryRun[];
     historyCost?: HistoryCostResult;
+    ab?: AbResult;
   };
   /** Per scenario: wall time and the machine's 1-minute load average before and after (the box may be shared). */
   runs: Record<string, { seconds: number; loadBefore: number; loadAfter: number; error?: string }>;
@@ -303,6 +304,12 @@ export function renderMarkdown(r: BenchResults): string {
       `CPU per item of every process, median: ${fmt(hc.cpuPerItem.with)} µs with, ${fmt(hc.cpuPerItem.without)} µs without (workers alone: ${fmt(hc.cpuPerItem.workersWith)} / ${fmt(hc.cpuPerItem.workersWithout)} µs).`, '');
     out.push(table(['pair', 'with (items/s)', 'without (items/s)', 'ratio', 'CPU per item with / without (µs)'],
       hc.pairs.map((p, i) => [i + 1, fmt(p.withList), fmt(p.withoutList), fmt(p.ratio, 4), `${fmt(p.cpuWith)} / ${fmt(p.cpuWithout)}`])));
+  }
+  const ab = s.ab;
+  if (ab) {
+    out.push('', `## 10. A/B (${ab.workers} workers, ${ab.jobs} jobs x ${ab.itemsPerJob} items, monitorExecution ${ab.monitorExecution ? 'on' : 'off'}; A ${JSON.stringify(ab.a)}, B ${JSON.stringify(ab.b)})`, '');
+    out.push(`Ratio of items/s (A / B), median of ${ab.pairs.length} pairs: ${fmt(ab.ratio.median, 4)} (quartiles ${fmt(ab.ratio.p25, 4)} / ${fmt(ab.ratio.p75, 4)}). ` +
+      `CPU per item of every process, median: ${fmt(ab.cpuPerItem.with)} µs A, ${fmt(ab.cpuPerItem.without)} µs B (workers alone: ${fmt(ab.cpuPerItem.workersWith)} / ${fmt(ab.cpuPerItem.workersWithout)} µs).`);
   }
   out.push('', '## Runs', '', table(['scenario', 'seconds', 'load avg before / after', 'error'],
     Object.entries(r.runs).map(([k, v]) => [k, fmt(v.seconds), `${fmt(v.loadBefore, 2)} / ${fmt(v.loadAfter, 2)}`, v.error ?? ''])));

@@ -16,7 +16,7 @@
 import type { BenchContext } from '../lib/context';
 import { startServices } from '../lib/services';
 import { round } from '../lib/stats';
-import { shardcronContender, JOBS, type Contender, type ThroughputRound } from './throughput';
+import { shardcronContender, JOBS, type Contender, type ShardcronSetup, type ThroughputRound } from './throughput';
 
 export interface HistoryCostPair {
   /** items/s of the round with the list and of the round without it. */
@@ -33,12 +33,16 @@ export interface HistoryCostPair {
 }
 
 /** The result; pairs are consecutive rounds (with, then without), every round right after the other cluster's. */
-export interface HistoryCostResult {
+export interface HistoryCostResult extends PairedResult {
   jobs: number;
   itemsPerJob: number;
   workers: number;
+}
+
+/** Paired rounds of two clusters (A = "with", B = "without"). */
+export interface PairedResult {
   pairs: HistoryCostPair[];
-  /** Median of the pairs' ratios, and its quartiles. */
+  /** Median of the pairs' ratios (A / B), and its quartiles. */
   ratio: { p25: number; median: number; p75: number };
   /** Medians of the pairs' summed CPU per item, µs, and of the workers' alone. */
   cpuPerItem: { with: number; without: number; workersWith: number; workersWithout: number };
@@ -56,38 +60,34 @@ const quantile = (xs: readonly number[], q: number): number => {
 
 const cpuSum = (r: ThroughputRound): number => Object.values(r.cpuUsPerItem).reduce((t: number, v) => t + (v ?? 0), 0);
 
-export async function runHistoryCost(ctx: BenchContext): Promise<HistoryCostResult> {
-  const quick = ctx.mode === 'quick';
-  const pairs = quick ? 6 : 20;
-  const items = quick ? 100 : 200;
-  ctx.log(`history cost: ${WORKERS} worker processes, ${JOBS} x ${items} no-op items, ${pairs} pairs of alternating rounds after a warm-up each`);
+/**
+ * Runs `pairs` pairs of strictly alternating rounds of two shardcron clusters, A then B, on shared
+ * services, after one unmeasured warm-up round each (the first fire after the workers joined reshards).
+ */
+export async function runPaired(ctx: BenchContext, a: ShardcronSetup, b: ShardcronSetup, pairs: number): Promise<PairedResult> {
   const services = await startServices(2_000);
   const contenders: Contender[] = [];
   try {
-    const withList = await shardcronContender(ctx, services, { workers: WORKERS, items, monitorExecution: false, history: true });
-    contenders.push(withList);
-    const withoutList = await shardcronContender(ctx, services, { workers: WORKERS, items, monitorExecution: false, history: false });
-    contenders.push(withoutList);
-    // Warm-up: the first fire after the workers joined reshards; not measured.
-    await withList.round();
-    await withoutList.round();
+    const first = await shardcronContender(ctx, services, a);
+    contenders.push(first);
+    const second = await shardcronContender(ctx, services, b);
+    contenders.push(second);
+    await first.round();
+    await second.round();
     const measured: HistoryCostPair[] = [];
     const workerCpu: { with: number[]; without: number[] } = { with: [], without: [] };
     for (let k = 0; k < pairs; k += 1) {
-      const w = await withList.round();
-      const wo = await withoutList.round();
+      const w = await first.round();
+      const wo = await second.round();
       workerCpu.with.push(w.cpuUsPerItem.workers);
       workerCpu.without.push(wo.cpuUsPerItem.workers);
       const pair = { withList: w.perSecond, withoutList: wo.perSecond, ratio: round(w.perSecond / wo.perSecond, 4), cpuWith: cpuSum(w), cpuWithout: cpuSum(wo), cpuPartsWith: w.cpuUsPerItem, cpuPartsWithout: wo.cpuUsPerItem };
       measured.push(pair);
-      ctx.log(`  pair ${k + 1}: with ${w.perSecond}/s, without ${wo.perSecond}/s, ratio ${pair.ratio}; CPU per item ${pair.cpuWith} vs ${pair.cpuWithout} µs ` +
+      ctx.log(`  pair ${k + 1}: A ${w.perSecond}/s, B ${wo.perSecond}/s, ratio ${pair.ratio}; CPU per item ${pair.cpuWith} vs ${pair.cpuWithout} µs ` +
         `(${JSON.stringify(w.cpuUsPerItem)} vs ${JSON.stringify(wo.cpuUsPerItem)})`);
     }
     const ratios = measured.map((p) => p.ratio);
     return {
-      jobs: JOBS,
-      itemsPerJob: items,
-      workers: WORKERS,
       pairs: measured,
       ratio: { p25: quantile(ratios, 0.25), median: quantile(ratios, 0.5), p75: quantile(ratios, 0.75) },
       cpuPerItem: {
@@ -101,4 +101,51 @@ export async function runHistoryCost(ctx: BenchContext): Promise<HistoryCostResu
     for (const c of contenders) await c.close();
     await services.close();
   }
+}
+
+/** Full: 20 pairs of 100 jobs x 200 items; quick: 6 pairs of 100 x 100. */
+const pairsAndItems = (ctx: BenchContext) => (ctx.mode === 'quick' ? { pairs: 6, items: 100 } : { pairs: 20, items: 200 });
+
+export async function runHistoryCost(ctx: BenchContext): Promise<HistoryCostResult> {
+  const { pairs, items } = pairsAndItems(ctx);
+  ctx.log(`history cost: ${WORKERS} worker processes, ${JOBS} x ${items} no-op items, ${pairs} pairs of alternating rounds (A: the recent list, B: none)`);
+  const base = { workers: WORKERS, items, monitorExecution: false };
+  const result = await runPaired(ctx, { ...base, history: true }, { ...base, history: false }, pairs);
+  return { jobs: JOBS, itemsPerJob: items, workers: WORKERS, ...result };
+}
+
+/** A paired comparison of two configurations: what BENCH_AB_A and BENCH_AB_B say. */
+export interface AbResult extends PairedResult {
+  jobs: number;
+  itemsPerJob: number;
+  workers: number;
+  monitorExecution: boolean;
+  a: Record<string, string>;
+  b: Record<string, string>;
+}
+
+/** One of BENCH_AB_A / BENCH_AB_B: a JSON object of environment variables for that cluster's processes. */
+function abEnv(name: string): Record<string, string> {
+  const text = process.env[name] ?? '{}';
+  const value: unknown = JSON.parse(text);
+  if (typeof value !== 'object' || value === null || Array.isArray(value) || Object.values(value).some((v) => typeof v !== 'string')) {
+    throw new Error(`${name} must be a JSON object of strings (environment variables), got ${text}`);
+  }
+  return value as Record<string, string>;
+}
+
+/**
+ * Scenario `ab`: the history-cost pairing for any two configurations, e.g.
+ * `BENCH_AB_A='{"SHARDCRON_CONSUMERS":"2"}' BENCH_AB_B='{}' npx tsx bench/run.ts --only ab`;
+ * BENCH_AB_MONITOR=on measures with monitorExecution. For looking, not judged.
+ */
+export async function runAb(ctx: BenchContext): Promise<AbResult> {
+  const { pairs, items } = pairsAndItems(ctx);
+  const a = abEnv('BENCH_AB_A');
+  const b = abEnv('BENCH_AB_B');
+  const monitorExecution = process.env.BENCH_AB_MONITOR === 'on';
+  ctx.log(`ab: ${WORKERS} worker processes, ${JOBS} x ${items} no-op items, monitorExecution ${monitorExecution ? 'on' : 'off'}, ${pairs} pairs; A ${JSON.stringify(a)}, B ${JSON.stringify(b)}`);
+  const base = { workers: WORKERS, items, monitorExecution };
+  const result = await runPaired(ctx, { ...base, env: a }, { ...base, env: b }, pairs);
+  return { jobs: JOBS, itemsPerJob: items, workers: WORKERS, monitorExecution, a, b, ...result };
 }

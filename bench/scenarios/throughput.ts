@@ -117,14 +117,16 @@ export interface ShardcronSetup {
   history?: boolean;
   /** Another build's dist/ (BENCH_BASELINE_CODE). */
   baseline?: string;
+  /** More environment variables for every process of the cluster (scenario `ab`). */
+  env?: Record<string, string>;
 }
 
 /** A shardcron contender: its processes started and the leader elected; each round is one fire of every job. */
 export async function shardcronContender(ctx: BenchContext, services: Services, setup: ShardcronSetup): Promise<Contender> {
-  const { workers, items: ITEMS, monitorExecution, history = true, baseline } = setup;
+  const { workers, items: ITEMS, monitorExecution, history = true, baseline, env } = setup;
   const group = new ProcessGroup();
   const namespace = ctx.unique('tp');
-  const base = { zk: services.zk.connectionString, redisUrl: services.redis.url, namespace };
+  const base = { zk: services.zk.connectionString, redisUrl: services.redis.url, namespace, ...(env && { env }) };
   const spec = [{ prefix: 'tp', count: JOBS, items: ITEMS, monitorExecution, cron: cronAt(Date.now() + 12 * 3600_000) }];
   const zk = await benchZkClient(services.zk.connectionString, namespace);
   const procs = await Promise.all(
