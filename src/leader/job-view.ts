@@ -170,10 +170,11 @@ export class JobView {
     this.necessaryCache = new NodeCache(zk, {
       path: registryPaths.leaderShardingNecessary(job),
       decode: decodeFlag,
+      expectAbsent: true,
       logger: log,
       listeners: new NecessaryListener(this),
     });
-    this.triggersCache = new ChildrenCache(zk, { path: registryPaths.triggers(job), logger: log, listeners: new TriggersListener(this) });
+    this.triggersCache = new ChildrenCache(zk, { path: registryPaths.triggers(job), logger: log, listeners: new TriggersListener(this), expectAbsent: true });
   }
 
   /** Trigger request ids waiting under `trigger/`, oldest first (ids sort by time). */
@@ -369,7 +370,7 @@ export class JobView {
   }
 
   private watchItem(item: number): NodeCache<true> {
-    const cache = new NodeCache(this.zk, { path: registryPaths.shardingDisabled(this.job, item), decode: decodeFlag, logger: this.log });
+    const cache = new NodeCache(this.zk, { path: registryPaths.shardingDisabled(this.job, item), decode: decodeFlag, logger: this.log, expectAbsent: true });
     cache.start().catch((err) => this.log.warn({ err, job: this.job, item }, 'could not watch sharding item'));
     return cache;
   }

@@ -55,4 +55,30 @@ describe('cache watches', () => {
     expect(a.exists).toBe(false);
     await b.close();
   });
+
+  it('caches of usually absent nodes (expectAbsent) follow a create, a delete and a create again', async () => {
+    const zk = await connectZk(server.connectionString);
+    const flag = await new NodeCache(zk, { path: '/usually/flag', decode: text, expectAbsent: true }).start();
+    const triggers = await new ChildrenCache(zk, { path: '/usually/trigger', expectAbsent: true }).start();
+    const events: string[] = [];
+    flag.on('changed', ({ value }) => events.push(`changed:${value}`));
+    flag.on('deleted', () => events.push('deleted'));
+    expect([flag.exists, triggers.names()]).toEqual([false, []]);
+    await zk.ensurePath('/usually');
+    await zk.create('/usually/flag', 'up');
+    await zk.ensurePath('/usually/trigger');
+    await zk.create('/usually/trigger/r1', '');
+    await eventually(() => expect([flag.value, triggers.names()]).toEqual(['up', ['r1']]));
+    await zk.set('/usually/flag', 'again');
+    await eventually(() => expect(flag.value).toBe('again'));
+    await zk.delete('/usually/flag');
+    await zk.delete('/usually/trigger/r1');
+    await eventually(() => expect([flag.exists, triggers.names()]).toEqual([false, []]));
+    // The trigger parent is still there, empty: the cache lists it again when a child comes.
+    await zk.create('/usually/trigger/r2', '');
+    await zk.create('/usually/flag', 'back');
+    await eventually(() => expect([flag.value, triggers.names()]).toEqual(['back', ['r2']]));
+    expect(events).toEqual(['changed:up', 'changed:again', 'deleted', 'changed:back']);
+    await Promise.all([flag.close(), triggers.close()]);
+  });
 });

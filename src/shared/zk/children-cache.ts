@@ -16,6 +16,12 @@ export interface ChildrenCacheOptions<T> {
   logger?: Logger;
   /** Listeners fixed at construction; cheaper than `on()` for caches kept by the thousand. */
   listeners?: CacheListeners<ChildrenCacheEvents<T>>;
+  /**
+   * The parent is usually absent (a job's `trigger/` before its first trigger): while the cache holds
+   * no child, a load asks `exists` first (one request that watches for the creation) instead of a
+   * listing that fails and then an `exists`. An empty parent that exists costs one request more per load.
+   */
+  expectAbsent?: boolean;
 }
 
 export interface ChildEntry<T> {
@@ -53,6 +59,7 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
   /** Made with the first child: most item caches never have one, and an empty map per cache adds up. */
   private entries: Map<string, ChildEntry<T>> | undefined;
   private readonly decode: ChildrenCacheOptions<T>['decode'];
+  private readonly expectAbsent: boolean;
   /** Children whose data watch fired; made on first use, as most caches never need it. */
   private staleData: Set<string> | undefined;
   private fullReload = false;
@@ -63,6 +70,7 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
   ) {
     super(zk, options.path, 'children cache', options.logger, options.listeners);
     this.decode = options.decode;
+    this.expectAbsent = options.expectAbsent === true;
   }
 
   /** Loads the current children and starts watching. */
@@ -113,9 +121,10 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
   protected async load(): Promise<void> {
     const full = this.fullReload;
     this.fullReload = false;
-    let names: string[];
+    let names: string[] = [];
     try {
-      names = await this.zk.children(this.path, this.watcher);
+      // Usually absent while empty: if the parent exists now, the listing follows.
+      if (!this.expectAbsent || this.entries?.size || (await this.zk.exists(this.path, this.watcher))) names = await this.zk.children(this.path, this.watcher);
     } catch (err) {
       if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE)) throw err;
       // Parent absent: watch for its creation; if it appeared meanwhile, go round again.

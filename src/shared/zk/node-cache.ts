@@ -15,6 +15,12 @@ export interface NodeCacheOptions<T> {
   logger?: Logger;
   /** Listeners fixed at construction; cheaper than `on()` for caches kept by the thousand. */
   listeners?: CacheListeners<NodeCacheEvents<T>>;
+  /**
+   * The node is usually absent (a flag): while it is, a load asks `exists` (one request, which
+   * watches for the creation) instead of a read that fails and then an `exists`. A leader keeps such
+   * a cache per job and per item; taking over 10,000 jobs, those failed reads were a third of its requests.
+   */
+  expectAbsent?: boolean;
 }
 
 export interface NodeCacheEvents<T> {
@@ -38,6 +44,7 @@ export class NodeCache<T> extends WatchedCache<NodeCacheEvents<T>> {
    */
   private valueState: { value: T | undefined; version: number; ctimeMs: number } | undefined;
   private readonly decode: (data: Buffer, path: string) => T;
+  private readonly expectAbsent: boolean;
 
   constructor(
     zk: ZkClient,
@@ -45,6 +52,7 @@ export class NodeCache<T> extends WatchedCache<NodeCacheEvents<T>> {
   ) {
     super(zk, options.path, 'node cache', options.logger, options.listeners);
     this.decode = options.decode;
+    this.expectAbsent = options.expectAbsent === true;
   }
 
   async start(): Promise<this> {
@@ -63,6 +71,8 @@ export class NodeCache<T> extends WatchedCache<NodeCacheEvents<T>> {
 
   protected async load(): Promise<void> {
     let read: { data: Buffer; stat: ZkStat } | undefined;
+    // Absent when last seen: usually still so. If it exists now, the read below follows.
+    if (this.expectAbsent && !this.valueState && !(await this.zk.exists(this.path, this.watcher))) return;
     try {
       read = await this.zk.get(this.path, this.watcher);
     } catch (err) {

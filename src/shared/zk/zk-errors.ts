@@ -1,4 +1,5 @@
 import { ErrorCodes, ShardcronError, type ErrorCode } from '../errors';
+import { withoutStack } from './driver/stackless-exceptions';
 
 /** ZooKeeper's numeric result codes (org.apache.zookeeper.KeeperException.Code) that we name. */
 const ZK_CODES: Readonly<Record<number, ErrorCode>> = {
@@ -15,6 +16,14 @@ const ZK_CODES: Readonly<Record<number, ErrorCode>> = {
   [-114]: ErrorCodes.ZK_INVALID_ACL,
   [-115]: ErrorCodes.ZK_AUTH_FAILED,
 };
+
+/**
+ * Answers that are ordinary outcomes, which callers branch on (a flag node that is absent, a create
+ * that lost a race, a version that moved on): their errors are built without a stack trace, which
+ * would only show the callback the answer came through and cost more than the rest of the read
+ * (driver/stackless-exceptions.ts has the measurement).
+ */
+const OUTCOMES: ReadonlySet<ErrorCode> = new Set([ErrorCodes.ZK_NO_NODE, ErrorCodes.ZK_NODE_EXISTS, ErrorCodes.ZK_BAD_VERSION, ErrorCodes.ZK_NOT_EMPTY]);
 
 /** Codes after which the same request may succeed on a retry (Curator's RetryLoop set). */
 const RETRYABLE: ReadonlySet<ErrorCode> = new Set([ErrorCodes.ZK_CONNECTION_LOSS, ErrorCodes.ZK_OPERATION_TIMEOUT]);
@@ -47,7 +56,8 @@ export function toZkError(err: unknown, op: string, path?: string, extra: Record
   if (err instanceof ZkError) return err;
   const zkCode = numericCode(err);
   const code = (zkCode !== undefined && ZK_CODES[zkCode]) || ErrorCodes.ZK_OTHER;
-  return new ZkError(code, zkCode ?? 0, op, path, extra, err);
+  const make = () => new ZkError(code, zkCode ?? 0, op, path, extra, err);
+  return OUTCOMES.has(code) ? withoutStack(make) : make();
 }
 
 /** Maps a raw numeric code (as found in multi results) to a named code. */

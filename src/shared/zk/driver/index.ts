@@ -4,13 +4,16 @@
  * problem it solves and the test that checks it in its own file:
  * - zk-wire.ts: multis written and read in one pass, without the library's records (allocations);
  * - socket-data-fix.ts: several answers in one socket read handled in a loop (copies, stack depth);
- * - watch-registry.ts: one map of watchers instead of an EventEmitter per path (memory).
+ * - watch-registry.ts: one map of watchers instead of an EventEmitter per path (memory);
+ * - stackless-exceptions.ts: the library's answer errors built without a stack trace (CPU).
  */
 import type * as zookeeper from 'node-zookeeper-client';
 import { installSocketDataFix } from './socket-data-fix';
+import { installStacklessExceptions } from './stackless-exceptions';
 import { installWatchRegistry } from './watch-registry';
 import { installMultiDecoder } from './zk-wire';
 
+export { withoutStack } from './stackless-exceptions';
 export { queueMulti, MultiRequest, type MultiOpResult, type RawAcl, type WireOp } from './zk-wire';
 
 /**
@@ -22,5 +25,6 @@ export function installDriverPatches(client: zookeeper.Client): string[] {
   const skipped: string[] = [];
   if (!installWatchRegistry(client)) skipped.push('watch registry');
   if (!installSocketDataFix(client)) skipped.push('socket-data handler');
+  if (!installStacklessExceptions()) skipped.push('stackless exceptions');
   return skipped;
 }

@@ -1,0 +1,76 @@
+/**
+ * How long a new leader takes to load N jobs: `N=10000 npx tsx bench/tools/leader-load.ts [DIST]`.
+ * Starts its own ZooKeeper and Redis, registers N one-item every-second jobs (monitorExecution off)
+ * through a worker process running DIST (default: this checkout's dist/; `npm run build` first),
+ * then starts a scheduler in this process (from the sources) and prints the time from its start to
+ * `leader:elected` (every job view loaded, the timer armed), its CPU and ZooKeeper's over that time,
+ * and its RSS. PROFILE=file.cpuprofile also writes a CPU profile of the load.
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import path from 'node:path';
+import { startNode } from '../../src';
+import { RedisServer } from '../../src/dev/redis-server';
+import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
+
+const N = Number(process.env.N ?? 10_000);
+
+const WORKER = `
+const { defineJob, startNode } = require(process.argv[1]);
+(async () => {
+  const jobs = Array.from({ length: Number(process.argv[2]) }, (_, i) => defineJob({ name: 's' + i, cron: '* * * * * ?', monitorExecution: false, execute: async () => {} }));
+  const started = Date.now();
+  await startNode({ roles: ['worker'], jobs, concurrency: 200 });
+  process.stdout.write('registered ' + (Date.now() - started) + '\\n');
+})();`;
+
+/** CPU milliseconds of `pid` so far (utime + stime from /proc, 100 ticks a second). */
+function cpuMs(pid: number): number {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+async function main(): Promise<void> {
+  if (!Number.isInteger(N) || N < 1) throw new Error(`N must be a positive whole number, got ${process.env.N}`);
+  const dist = path.resolve(process.argv[2] ?? path.join(__dirname, '..', '..', 'dist'));
+  const zk = await ZooKeeperServer.start();
+  const redis = await RedisServer.start();
+  const env = { SHARDCRON_ZK: zk.connectionString, SHARDCRON_REDIS_URL: redis.url, SHARDCRON_NAMESPACE: 'load', SHARDCRON_LOG_LEVEL: 'silent' };
+  const worker = spawn(process.execPath, ['-e', WORKER, dist, String(N)], { env: { PATH: process.env.PATH, ...env, SHARDCRON_INSTANCE_ID: 'worker-1' }, stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      worker.on('exit', (code) => reject(new Error(`the worker exited with ${code}`)));
+      worker.stdout.on('data', (chunk) => {
+        process.stdout.write(`${N} jobs ${String(chunk).trim()} ms\n`);
+        resolve();
+      });
+    });
+    Object.assign(process.env, env, { SHARDCRON_INSTANCE_ID: 'leader-1' });
+    const session = new Session();
+    session.connect();
+    if (process.env.PROFILE) {
+      await session.post('Profiler.enable');
+      await session.post('Profiler.start');
+    }
+    const zkBefore = cpuMs(zk.pid!);
+    const cpuBefore = process.cpuUsage();
+    const started = Date.now();
+    const node = await startNode({ roles: ['scheduler'] });
+    await new Promise<void>((resolve) => node.leader!.on('leader:elected', () => resolve()));
+    const cpu = process.cpuUsage(cpuBefore);
+    process.stdout.write(`leader load ${Date.now() - started} ms; leader CPU ${Math.round((cpu.user + cpu.system) / 1000)} ms, ZooKeeper CPU ${cpuMs(zk.pid!) - zkBefore} ms; leader RSS ${Math.round(process.memoryUsage().rss / 2 ** 20)} MB\n`);
+    if (process.env.PROFILE) fs.writeFileSync(process.env.PROFILE, JSON.stringify((await session.post('Profiler.stop')).profile));
+    session.disconnect();
+    await node.close();
+  } finally {
+    worker.kill('SIGKILL');
+    await zk.stop();
+    await redis.stop();
+  }
+}
+
+main().then(() => process.exit(0), (err) => {
+  process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+});
