@@ -11,7 +11,13 @@ import { ZkError, type ZkClient } from '../shared/zk';
 import { assertClockSkew, measureClockSkewMs } from './clock-check';
 
 /** Jobs whose nodes are written at once while registering: enough to fill the pipe, not to flood it. */
-const JOBS_REGISTERED_AT_ONCE = 64;
+const JOBS_REGISTERED_AT_ONCE = 256;
+
+/**
+ * Instance nodes created per transaction: one multi of 100 creates instead of 100 requests (each a
+ * transaction ZooKeeper logs). Small enough for ZooKeeper's 1 MB request limit with long job names.
+ */
+const INSTANCE_NODES_PER_MULTI = 100;
 
 /** shardcron's version, written into instance nodes so a mixed fleet can be told apart. */
 export const SHARDCRON_VERSION: string = (require('../../package.json') as { version: string }).version;
@@ -69,7 +75,7 @@ export class InstanceRegistration {
     await forEachLimited(this.jobs.values(), JOBS_REGISTERED_AT_ONCE, ({ definition, fromData }) => this.writeJob(definition, fromData));
     await this.checkClock();
     const info = this.info(queue);
-    await Promise.all(this.definitions.map((job) => this.createInstanceNode(job.name, info)));
+    await this.createInstanceNodes(this.definitions.map((job) => job.name), info);
     this.current = { sessionId, queue };
     this.options.log.info({ queue, jobs: [...this.jobs.keys()] }, 'instance registered');
     return this.current;
@@ -160,17 +166,27 @@ export class InstanceRegistration {
   }
 
   private async writeJob(job: ResolvedJobDefinition, fromData: boolean): Promise<void> {
+    const configPath = registryPaths.jobConfig(job.name);
+    const serverPath = registryPaths.jobServer(job.name, this.options.ip);
+    const instancesPath = registryPaths.jobInstances(job.name);
+    // A worker joining a namespace finds these nodes there. Asked with exists, a read ZooKeeper
+    // answers from memory, not with a create that fails: that is a transaction the server logs
+    // (and, with forceSync, syncs to disk) for each of a job's three nodes.
+    const [configThere, serverThere, instancesThere] = await Promise.all([
+      fromData ? true : this.zk.exists(configPath),
+      this.zk.exists(serverPath),
+      this.zk.exists(instancesPath),
+    ]);
     if (!fromData) {
-      const configPath = registryPaths.jobConfig(job.name);
       const data = jobConfigCodec.encode(job.config);
-      if (!(await this.createUnlessExists(configPath, data))) {
+      if (configThere || !(await this.createUnlessExists(configPath, data))) {
         // The stored config wins unless this definition says overwrite (ElasticJob's rule).
         if (job.overwrite) await this.zk.set(configPath, data);
         else if (job.config.fireListeners) await this.announceFireListeners(job.name, configPath);
       }
     }
-    await this.createUnlessExists(registryPaths.jobServer(job.name, this.options.ip), 'ENABLED');
-    await this.createUnlessExists(registryPaths.jobInstances(job.name), '');
+    if (!serverThere) await this.createUnlessExists(serverPath, 'ENABLED');
+    if (!instancesThere) await this.createUnlessExists(instancesPath, '');
   }
 
   /**
@@ -189,6 +205,26 @@ export class InstanceRegistration {
       }
       await this.zk.ensurePath(path.slice(0, path.lastIndexOf('/')));
     }
+  }
+
+  /**
+   * Creates the ephemeral instance nodes of `jobs`, {@link INSTANCE_NODES_PER_MULTI} to a multi. A
+   * multi is all or nothing: when one of its nodes is there already (left by an earlier session),
+   * its jobs are registered one by one, which handles that case.
+   */
+  private async createInstanceNodes(jobs: readonly string[], info: InstanceInfo): Promise<void> {
+    const data = instanceInfoCodec.encode(info);
+    const chunks: string[][] = [];
+    for (let i = 0; i < jobs.length; i += INSTANCE_NODES_PER_MULTI) chunks.push(jobs.slice(i, i + INSTANCE_NODES_PER_MULTI));
+    await Promise.all(chunks.map(async (chunk) => {
+      const multi = this.zk.multi();
+      for (const job of chunk) multi.create(registryPaths.jobInstance(job, this.options.instanceId), data, 'ephemeral');
+      try {
+        await multi.commit();
+      } catch {
+        await Promise.all(chunk.map((job) => this.createInstanceNode(job, info)));
+      }
+    }));
   }
 
   /**
