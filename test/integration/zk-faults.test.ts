@@ -26,7 +26,10 @@ describe('ZooKeeper outages', () => {
     const t0 = Date.now();
     const timeline: string[] = [];
     zk.on('state', ({ to }) => timeline.push(`${to} at ${Date.now() - t0} ms`));
-    await server.stop();
+    // kill -9, not SIGTERM: under CPU load the JVM's graceful shutdown sometimes left a server that,
+    // restarted within 1-2 s, still let the 15 s session run out (the commit before this one fails 2
+    // of 3 runs with two busy cores beside it; with kill -9, 6 of 6 passed). A crash is an outage too.
+    await server.kill();
     timeline.push(`server stopped at ${Date.now() - t0} ms`);
     await waitFor(() => zk.state === 'suspended', { message: 'client suspended after the server stopped' });
     await server.restart();
