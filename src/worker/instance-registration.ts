@@ -177,6 +177,10 @@ export class InstanceRegistration {
       this.zk.exists(serverPath),
       this.zk.exists(instancesPath),
     ]);
+    // A job new to the namespace: its nodes in one transaction instead of five (the job node and
+    // `servers/` made by the creates' parent path before). Any of them there already (another worker
+    // registering the same job right now) fails the whole multi; the path below then sorts it out.
+    if (!fromData && !configThere && !serverThere && !instancesThere && (await this.createJobNodes(job, configPath, serverPath, instancesPath))) return;
     if (!fromData) {
       const data = jobConfigCodec.encode(job.config);
       if (configThere || !(await this.createUnlessExists(configPath, data))) {
@@ -187,6 +191,24 @@ export class InstanceRegistration {
     }
     if (!serverThere) await this.createUnlessExists(serverPath, 'ENABLED');
     if (!instancesThere) await this.createUnlessExists(instancesPath, '');
+  }
+
+  /** Creates a new job's nodes (job, config, servers, server, instances) in one multi; false when it failed. */
+  private async createJobNodes(job: ResolvedJobDefinition, configPath: string, serverPath: string, instancesPath: string): Promise<boolean> {
+    // fireListeners needs no announcement here: the config written is this definition's own.
+    try {
+      await this.zk
+        .multi()
+        .create(registryPaths.job(job.name), '')
+        .create(configPath, jobConfigCodec.encode(job.config))
+        .create(registryPaths.jobServers(job.name), '')
+        .create(serverPath, 'ENABLED')
+        .create(instancesPath, '')
+        .commit();
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /**

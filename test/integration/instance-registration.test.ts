@@ -32,6 +32,9 @@ describe('instance registration', () => {
       expect(stat?.ephemeralOwner).toBe(zk.sessionId);
       expect(JSON.parse((await zk.getText(registryPaths.jobInstance(`reg${i}`, 'w1')))!).queue).toBe(queue);
     }
+    // A job new to the namespace got its nodes in one transaction: they share the zxid of their creation.
+    const created = await Promise.all([registryPaths.job('reg42'), registryPaths.jobConfig('reg42'), registryPaths.jobServers('reg42'), registryPaths.jobServer('reg42', '10.0.0.7'), registryPaths.jobInstances('reg42')].map((p) => zk.exists(p)));
+    expect(new Set(created.map((stat) => stat!.czxid)).size).toBe(1);
     // Every transaction, a failed create too, takes a zxid: two probe nodes bracket the second worker's.
     const zxid = async (name: string) => {
       await zk.create(`/${name}`, '');
@@ -45,6 +48,17 @@ describe('instance registration', () => {
     // Three multis of instance nodes (100, 100, 50) and the clock check; no create of a config,
     // server or instances node that is there (750 failed creates before).
     expect(Number(after - before)).toBeLessThanOrEqual(10);
+  });
+
+  it('two workers registering the same new jobs at once both register; each job node is made once', async () => {
+    const namespace = uniqueNamespace('reg');
+    const [a, b] = await Promise.all([connectZk(server.connectionString, { namespace }), connectZk(server.connectionString, { namespace })]);
+    await Promise.all([registration(a, namespace, 'w1', 150).register(), registration(b, namespace, 'w2', 150).register()]);
+    for (const i of [0, 75, 149]) {
+      expect((await a.children(registryPaths.jobInstances(`reg${i}`))).sort()).toEqual(['w1', 'w2']);
+      expect(await a.children(registryPaths.jobServers(`reg${i}`))).toEqual(['10.0.0.7']);
+      expect(JSON.parse((await a.getText(registryPaths.jobConfig(`reg${i}`)))!)).toMatchObject({ name: `reg${i}` });
+    }
   });
 
   it('a node of another live process with the same instance id in one multi: the rest register, and that job is refused by name', async () => {
