@@ -2,7 +2,7 @@
 import type { ConsoleBenchResult } from '../scenarios/console';
 import type { FailoverResult } from '../scenarios/failover';
 import type { FloorResult } from '../scenarios/floor';
-import type { AbResult, HistoryCostResult } from '../scenarios/history-cost';
+import type { AbResult, HistoryCostResult, PairedResult } from '../scenarios/history-cost';
 import type { LatencyCaseResult } from '../scenarios/latency';
 import type { LeaderFailoverRun } from '../scenarios/leader-failover';
 import type { ScaleResult } from '../scenarios/scale';
@@ -138,6 +138,12 @@ const row = (cells: unknown[]) => `| ${cells.map((c) => String(c)).join(' | ')} 
 const table = (head: string[], rows: unknown[][]) => [row(head), row(head.map(() => '---')), ...rows.map(row)].join('\n');
 const pair = (x: { p50: number; p99: number; n: number } | undefined) => (x && x.n > 0 ? `${fmt(x.p50)} / ${fmt(x.p99)} ms` : 'n/a');
 const mark = (met: boolean | undefined) => (met === undefined ? 'n/a' : met ? 'met' : '**missed**');
+
+/** The line that sums up paired rounds (history-cost, ab): the ratio's median and quartiles, the CPU per item of each side. */
+function pairedSummary(p: PairedResult, a: string, b: string): string {
+  return `Ratio of items/s (${a} / ${b}), median of ${p.pairs.length} pairs: ${fmt(p.ratio.median, 4)} (quartiles ${fmt(p.ratio.p25, 4)} / ${fmt(p.ratio.p75, 4)}). ` +
+    `CPU per item of every process, median: ${fmt(p.cpuPerItem.with)} µs ${a}, ${fmt(p.cpuPerItem.without)} µs ${b} (workers alone: ${fmt(p.cpuPerItem.workersWith)} / ${fmt(p.cpuPerItem.workersWithout)} µs).`;
+}
 
 export function renderMarkdown(r: BenchResults): string {
   const m = r.machine;
@@ -300,16 +306,14 @@ export function renderMarkdown(r: BenchResults): string {
   const hc = s.historyCost;
   if (hc) {
     out.push('', `## 9. History cost (${hc.workers} workers, ${hc.jobs} jobs x ${hc.itemsPerJob} items, monitorExecution off; with the recent list vs without, alternating rounds)`, '');
-    out.push(`Ratio of items/s (with / without), median of ${hc.pairs.length} pairs: ${fmt(hc.ratio.median, 4)} (quartiles ${fmt(hc.ratio.p25, 4)} / ${fmt(hc.ratio.p75, 4)}). ` +
-      `CPU per item of every process, median: ${fmt(hc.cpuPerItem.with)} µs with, ${fmt(hc.cpuPerItem.without)} µs without (workers alone: ${fmt(hc.cpuPerItem.workersWith)} / ${fmt(hc.cpuPerItem.workersWithout)} µs).`, '');
+    out.push(pairedSummary(hc, 'with', 'without'), '');
     out.push(table(['pair', 'with (items/s)', 'without (items/s)', 'ratio', 'CPU per item with / without (µs)'],
       hc.pairs.map((p, i) => [i + 1, fmt(p.withList), fmt(p.withoutList), fmt(p.ratio, 4), `${fmt(p.cpuWith)} / ${fmt(p.cpuWithout)}`])));
   }
   const ab = s.ab;
   if (ab) {
     out.push('', `## 10. A/B (${ab.workers} workers, ${ab.jobs} jobs x ${ab.itemsPerJob} items, monitorExecution ${ab.monitorExecution ? 'on' : 'off'}; A ${JSON.stringify(ab.a)}, B ${JSON.stringify(ab.b)})`, '');
-    out.push(`Ratio of items/s (A / B), median of ${ab.pairs.length} pairs: ${fmt(ab.ratio.median, 4)} (quartiles ${fmt(ab.ratio.p25, 4)} / ${fmt(ab.ratio.p75, 4)}). ` +
-      `CPU per item of every process, median: ${fmt(ab.cpuPerItem.with)} µs A, ${fmt(ab.cpuPerItem.without)} µs B (workers alone: ${fmt(ab.cpuPerItem.workersWith)} / ${fmt(ab.cpuPerItem.workersWithout)} µs).`);
+    out.push(pairedSummary(ab, 'A', 'B'));
   }
   out.push('', '## Runs', '', table(['scenario', 'seconds', 'load avg before / after', 'error'],
     Object.entries(r.runs).map(([k, v]) => [k, fmt(v.seconds), `${fmt(v.loadBefore, 2)} / ${fmt(v.loadAfter, 2)}`, v.error ?? ''])));

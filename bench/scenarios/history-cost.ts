@@ -18,6 +18,7 @@ import { startServices } from '../lib/services';
 import { round } from '../lib/stats';
 import { shardcronContender, JOBS, type Contender, type ShardcronSetup, type ThroughputRound } from './throughput';
 
+/** One pair of rounds; "with" is cluster A (the list's, in history-cost) and "without" cluster B. */
 export interface HistoryCostPair {
   /** items/s of the round with the list and of the round without it. */
   withList: number;
@@ -75,12 +76,9 @@ export async function runPaired(ctx: BenchContext, a: ShardcronSetup, b: Shardcr
     await first.round();
     await second.round();
     const measured: HistoryCostPair[] = [];
-    const workerCpu: { with: number[]; without: number[] } = { with: [], without: [] };
     for (let k = 0; k < pairs; k += 1) {
       const w = await first.round();
       const wo = await second.round();
-      workerCpu.with.push(w.cpuUsPerItem.workers);
-      workerCpu.without.push(wo.cpuUsPerItem.workers);
       const pair = { withList: w.perSecond, withoutList: wo.perSecond, ratio: round(w.perSecond / wo.perSecond, 4), cpuWith: cpuSum(w), cpuWithout: cpuSum(wo), cpuPartsWith: w.cpuUsPerItem, cpuPartsWithout: wo.cpuUsPerItem };
       measured.push(pair);
       ctx.log(`  pair ${k + 1}: A ${w.perSecond}/s, B ${wo.perSecond}/s, ratio ${pair.ratio}; CPU per item ${pair.cpuWith} vs ${pair.cpuWithout} µs ` +
@@ -93,8 +91,8 @@ export async function runPaired(ctx: BenchContext, a: ShardcronSetup, b: Shardcr
       cpuPerItem: {
         with: quantile(measured.map((p) => p.cpuWith), 0.5),
         without: quantile(measured.map((p) => p.cpuWithout), 0.5),
-        workersWith: quantile(workerCpu.with, 0.5),
-        workersWithout: quantile(workerCpu.without, 0.5),
+        workersWith: quantile(measured.map((p) => p.cpuPartsWith.workers), 0.5),
+        workersWithout: quantile(measured.map((p) => p.cpuPartsWithout.workers), 0.5),
       },
     };
   } finally {
