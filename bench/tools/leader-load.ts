@@ -34,7 +34,7 @@ function cpuMs(pid: number): number {
 async function main(): Promise<void> {
   if (!Number.isInteger(N) || N < 1) throw new Error(`N must be a positive whole number, got ${process.env.N}`);
   const dist = path.resolve(process.argv[2] ?? path.join(__dirname, '..', '..', 'dist'));
-  const zk = await ZooKeeperServer.start();
+  const zk = await ZooKeeperServer.start({ jvm: 'server', maxHeapMb: Number(process.env.ZK_HEAP_MB ?? 2048) });
   const redis = await RedisServer.start();
   const env = { SHARDCRON_ZK: zk.connectionString, SHARDCRON_REDIS_URL: redis.url, SHARDCRON_NAMESPACE: 'load', SHARDCRON_LOG_LEVEL: 'silent' };
   const worker = spawn(process.execPath, ['-e', WORKER, dist, String(N)], { env: { PATH: process.env.PATH, ...env, SHARDCRON_INSTANCE_ID: 'worker-1' }, stdio: ['ignore', 'pipe', 'inherit'] });
