@@ -2,7 +2,8 @@ import * as os from 'node:os';
 import { forEachLimited } from '../shared/concurrency';
 import { ErrorCodes, hasCode, ShardcronError } from '../shared/errors';
 import { instanceInfoCodec, type InstanceInfo, type InstanceState } from '../shared/registry/instance-info';
-import { jobConfigCodec } from '../shared/config/job-config';
+import { jobConfigCodec, type JobConfig } from '../shared/config/job-config';
+import { parseCron, type CronSchedule } from '../shared/cron/cron';
 import type { ResolvedJobDefinition } from '../shared/config/job-definition';
 import type { Logger } from '../shared/logger';
 import { instanceQueueName } from '../shared/registry/queue-names';
@@ -12,6 +13,8 @@ import { assertClockSkew, measureClockSkewMs } from './clock-check';
 
 /** Jobs whose nodes are written at once while registering: enough to fill the pipe, not to flood it. */
 const JOBS_REGISTERED_AT_ONCE = 256;
+/** Jobs whose instance nodes are created together, once their other nodes are written. */
+const JOBS_PER_GROUP = 1_000;
 
 /**
  * Instance nodes created per transaction: one multi of 100 creates instead of 100 requests (each a
@@ -28,6 +31,35 @@ export function detectIp(): string {
     for (const a of addresses ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
   }
   return '127.0.0.1';
+}
+
+/**
+ * `entries` ordered by their job's next fire after `now`, soonest first; jobs without a cron (run by
+ * triggers only) or with an expression that does not parse go last, in their order. A joining worker's
+ * instance nodes reach the leader in this order, and its job views reload one slot at a time: of
+ * 100,000 jobs, the every-second ones now get items from the new worker at their next fire instead of
+ * after the hourly ones were all seen.
+ */
+export function soonestFirst<T>(entries: readonly T[], config: (entry: T) => Pick<JobConfig, 'cron' | 'timeZone'>, now: number): T[] {
+  const schedules = new Map<string, CronSchedule | null>();
+  const nextFire = (entry: T): number => {
+    const { cron, timeZone } = config(entry);
+    if (!cron) return Number.POSITIVE_INFINITY;
+    const key = `${timeZone}\u0000${cron}`;
+    let schedule = schedules.get(key);
+    if (schedule === undefined) {
+      try {
+        schedule = parseCron(cron, timeZone);
+      } catch {
+        schedule = null;
+      }
+      schedules.set(key, schedule);
+    }
+    return schedule?.next(now) ?? Number.POSITIVE_INFINITY;
+  };
+  const keyed = entries.map((entry, index) => ({ entry, index, at: nextFire(entry) }));
+  keyed.sort((a, b) => a.at - b.at || a.index - b.index);
+  return keyed.map(({ entry }) => entry);
 }
 
 /** What a registration produced: the incarnation's queue. */
@@ -52,7 +84,18 @@ export class InstanceRegistration {
 
   constructor(
     private readonly zk: ZkClient,
-    private readonly options: { namespace: string; instanceId: string; ip: string; jobs: readonly ResolvedJobDefinition[]; log: Logger },
+    private readonly options: {
+      namespace: string;
+      instanceId: string;
+      ip: string;
+      jobs: readonly ResolvedJobDefinition[];
+      log: Logger;
+      /**
+       * Whether the job's config is stored, as the worker's watch of it read it (undefined: no
+       * watch): the registration then needs no read of its own to know.
+       */
+      configStored?: (job: string) => Promise<boolean | undefined>;
+    },
   ) {
     for (const definition of options.jobs) this.jobs.set(definition.name, { definition, fromData: false });
   }
@@ -65,17 +108,40 @@ export class InstanceRegistration {
     return this.current;
   }
 
-  /** Writes configs and servers, then the instance nodes; returns the new incarnation. */
+  /** The queue of the incarnation a registration on the current session makes. */
+  nextQueue(): string {
+    return instanceQueueName(this.options.namespace, this.options.instanceId, this.zk.sessionId);
+  }
+
+  /**
+   * Writes configs and servers, then the instance nodes; returns the new incarnation. The jobs that
+   * fire soonest go first (see soonestFirst), and their instance nodes are created as soon as their
+   * nodes are written, a group at a time, not after all the others': with 100,000 jobs, the leader
+   * can give the new instance items of its every-second jobs while the hourly ones still register.
+   */
   async register(): Promise<Incarnation> {
     const sessionId = this.zk.sessionId;
     if (this.current && this.current.sessionId !== sessionId) this.previousSessions.add(this.current.sessionId);
     const queue = instanceQueueName(this.options.namespace, this.options.instanceId, sessionId);
-    // Several jobs at a time: one after another, each job's few round trips made a worker of 10,000
-    // jobs take minutes to register (issue 23); ZooKeeper pipelines a session's requests.
-    await forEachLimited(this.jobs.values(), JOBS_REGISTERED_AT_ONCE, ({ definition, fromData }) => this.writeJob(definition, fromData));
     await this.checkClock();
     const info = this.info(queue);
-    await this.createInstanceNodes(this.definitions.map((job) => job.name), info);
+    const jobs = soonestFirst([...this.jobs.values()], ({ definition }) => definition.config, Date.now());
+    const instanceNodes: Array<Promise<void>> = [];
+    let failure: { error: unknown } | undefined;
+    try {
+      for (let i = 0; i < jobs.length; i += JOBS_PER_GROUP) {
+        const group = jobs.slice(i, i + JOBS_PER_GROUP);
+        // Several jobs at a time: one after another, each job's few round trips made a worker of
+        // 10,000 jobs take minutes to register (issue 23); ZooKeeper pipelines a session's requests.
+        await forEachLimited(group, JOBS_REGISTERED_AT_ONCE, ({ definition, fromData }) => this.writeJob(definition, fromData));
+        instanceNodes.push(this.createInstanceNodes(group.map(({ definition }) => definition.name), info));
+      }
+    } catch (error) {
+      failure = { error };
+    }
+    // Every group's creates end (or fail) before the registration does; the first failure is told.
+    for (const result of await Promise.allSettled(instanceNodes)) if (result.status === 'rejected') failure ??= { error: result.reason };
+    if (failure) throw failure.error;
     this.current = { sessionId, queue };
     this.options.log.info({ queue, jobs: [...this.jobs.keys()] }, 'instance registered');
     return this.current;
@@ -168,33 +234,30 @@ export class InstanceRegistration {
   private async writeJob(job: ResolvedJobDefinition, fromData: boolean): Promise<void> {
     const configPath = registryPaths.jobConfig(job.name);
     const serverPath = registryPaths.jobServer(job.name, this.options.ip);
-    const instancesPath = registryPaths.jobInstances(job.name);
     // A worker joining a namespace finds these nodes there. Asked with exists, a read ZooKeeper
     // answers from memory, not with a create that fails: that is a transaction the server logs
-    // (and, with forceSync, syncs to disk) for each of a job's three nodes.
-    const [configThere, serverThere, instancesThere] = await Promise.all([
-      fromData ? true : this.zk.exists(configPath),
-      this.zk.exists(serverPath),
-      this.zk.exists(instancesPath),
-    ]);
+    // (and, with forceSync, syncs to disk) for each of a job's nodes. `instances/` is not asked: it
+    // is there whenever the config is, and an instance node's create that misses it makes it.
+    const configKnown = fromData || (await this.options.configStored?.(job.name)) === true;
+    const [configThere, serverThere] = await Promise.all([configKnown ? true : this.zk.exists(configPath), this.zk.exists(serverPath)]);
     // A job new to the namespace: its nodes in one transaction instead of five (the job node and
     // `servers/` made by the creates' parent path before). Any of them there already (another worker
     // registering the same job right now) fails the whole multi; the path below then sorts it out.
-    if (!fromData && !configThere && !serverThere && !instancesThere && (await this.createJobNodes(job, configPath, serverPath, instancesPath))) return;
-    if (!fromData) {
+    if (!fromData && !configThere && !serverThere && (await this.createJobNodes(job, configPath, serverPath))) return;
+    // Encoded (and validated) only when written: a joining worker writes none of its 100,000 configs.
+    if (!fromData && (!configThere || job.overwrite)) {
       const data = jobConfigCodec.encode(job.config);
       if (configThere || !(await this.createUnlessExists(configPath, data))) {
         // The stored config wins unless this definition says overwrite (ElasticJob's rule).
         if (job.overwrite) await this.zk.set(configPath, data);
         else if (job.config.fireListeners) await this.announceFireListeners(job.name, configPath);
       }
-    }
+    } else if (!fromData && job.config.fireListeners) await this.announceFireListeners(job.name, configPath);
     if (!serverThere) await this.createUnlessExists(serverPath, 'ENABLED');
-    if (!instancesThere) await this.createUnlessExists(instancesPath, '');
   }
 
   /** Creates a new job's nodes (job, config, servers, server, instances) in one multi; false when it failed. */
-  private async createJobNodes(job: ResolvedJobDefinition, configPath: string, serverPath: string, instancesPath: string): Promise<boolean> {
+  private async createJobNodes(job: ResolvedJobDefinition, configPath: string, serverPath: string): Promise<boolean> {
     // fireListeners needs no announcement here: the config written is this definition's own.
     try {
       await this.zk
@@ -203,7 +266,7 @@ export class InstanceRegistration {
         .create(configPath, jobConfigCodec.encode(job.config))
         .create(registryPaths.jobServers(job.name), '')
         .create(serverPath, 'ENABLED')
-        .create(instancesPath, '')
+        .create(registryPaths.jobInstances(job.name), '')
         .commit();
       return true;
     } catch {
@@ -262,6 +325,11 @@ export class InstanceRegistration {
         await this.zk.create(path, data, 'ephemeral');
         return;
       } catch (err) {
+        if (err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE) {
+          // The job's `instances/` is missing (a job node made by another tool): make it, then again.
+          await this.createUnlessExists(registryPaths.jobInstances(job), '');
+          continue;
+        }
         if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NODE_EXISTS)) throw err;
       }
       const stat = await this.zk.exists(path);

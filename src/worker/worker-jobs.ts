@@ -10,7 +10,7 @@ import type { Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry/registry-paths';
 import { NodeCache, type ZkClient } from '../shared/zk';
 import { GenericJobs, type GenericJobsTarget } from './generic-jobs';
-import type { InstanceRegistration } from './instance-registration';
+import { soonestFirst, type InstanceRegistration } from './instance-registration';
 
 export interface WorkerJobsOptions {
   zk: ZkClient;
@@ -29,6 +29,8 @@ export class WorkerJobs {
   /** The code's jobs, then the data-defined ones followed. */
   private readonly definitions: Map<string, ResolvedJobDefinition>;
   private readonly configCaches = new Map<string, NodeCache<JobConfig>>();
+  /** The first load of each config watch ({@link watch}). */
+  private readonly configLoads = new Map<string, Promise<unknown>>();
   /** `leader/sharding/necessary` of each DATAFLOW job: a streaming run stops fetching once it is set. */
   private readonly reshardFlags = new Map<string, NodeCache<true>>();
   /** Configs of data-defined jobs no longer followed: a run of one under way when it went still reads its config. */
@@ -56,9 +58,39 @@ export class WorkerJobs {
     }
   }
 
-  /** Starts the watches (once the instance is registered), then follows the data-defined jobs. */
+  /**
+   * Starts the watches of the code's jobs, the soonest to fire first, alongside the registration:
+   * it then needs no read of its own to know which configs are stored ({@link configStored}), and the
+   * first requests run with the stored configs rather than the definitions'. Resolves once all loaded.
+   */
+  async watch(): Promise<void> {
+    const order = soonestFirst([...this.definitions.values()], (definition) => definition.config, Date.now());
+    const loads: Array<Promise<unknown>> = [];
+    for (const { name } of order) {
+      const config = this.configCaches.get(name);
+      if (config) {
+        const loaded = config.start();
+        this.configLoads.set(name, loaded);
+        loads.push(loaded);
+      }
+      const flag = this.reshardFlags.get(name);
+      if (flag) loads.push(flag.start());
+    }
+    await Promise.all(loads);
+  }
+
+  /** Whether the job's config is stored, once its watch's first read ended; undefined for a job not watched. */
+  async configStored(job: string): Promise<boolean | undefined> {
+    const loaded = this.configLoads.get(job);
+    if (!loaded) return undefined;
+    return loaded.then(
+      () => this.configCaches.get(job)?.exists === true,
+      () => undefined,
+    );
+  }
+
+  /** Follows the data-defined jobs (once the instance is registered). */
   async start(): Promise<void> {
-    await Promise.all([...this.configCaches.values(), ...this.reshardFlags.values()].map((c) => c.start()));
     const { generic, zk, log } = this.options;
     if (generic && generic.length > 0) {
       this.generic = new GenericJobs(zk, generic, this.genericTarget(), log);

@@ -139,7 +139,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     const { concurrency } = options;
     const prefetch = options.prefetch ?? Math.min(MAX_DEFAULT_PREFETCH, PREFETCH_PER_HANDLER * concurrency);
     this.taking = { ahead: concurrency + prefetch, due: concurrency + Math.min(prefetch, Math.ceil(concurrency / 4)) };
-    this.registration = new InstanceRegistration(options.zk, { ...options, log });
+    this.registration = new InstanceRegistration(options.zk, { ...options, log, configStored: (job) => this.jobs.configStored(job) });
     this.jobs = new WorkerJobs({ ...options, registration: this.registration, forget: (job) => this.executor.forgetJob(job), log });
     this.webhooks = new ErrorWebhooks(log);
     this.fires = new FireListeners({
@@ -198,7 +198,11 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       zk.on('lost', () => void this.onSessionLost()),
       zk.on('session:renewed', () => void this.startIncarnation().catch((err) => this.log.error({ err }, 'could not register again'))),
     );
+    const watching = this.jobs.watch();
+    // Its failure is told below, after the registration's.
+    watching.catch(() => undefined);
     await this.startIncarnation();
+    await watching;
     await this.jobs.start();
     this.watchdog = setInterval(() => this.checkOwnership(), 100);
     this.watchdog.unref();
@@ -269,20 +273,41 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     return (this.closing ??= this.doClose());
   }
 
+  /**
+   * Registers a new incarnation and consumes its queue. The consumers start first: the leader sends
+   * a job's requests once the job's instance node is there, and a worker of 100,000 jobs creates
+   * those for the jobs that fire soonest long before it has registered the last one.
+   */
   private async startIncarnation(): Promise<void> {
-    const incarnation = await this.registration.register();
     await WorkerService.closeAll(this.consumers.splice(0), true);
+    const queue = this.registration.nextQueue();
+    this.consumers = this.startConsumers(queue);
+    let incarnation: Incarnation;
+    try {
+      incarnation = await this.registration.register();
+    } catch (err) {
+      await WorkerService.closeAll(this.consumers.splice(0), true).catch(() => undefined);
+      throw err;
+    }
+    // The session changed before the registration began: its queue is another one.
+    if (incarnation.queue !== queue) {
+      await WorkerService.closeAll(this.consumers.splice(0), true);
+      this.consumers = this.startConsumers(incarnation.queue);
+    }
+    this.emit('worker:registered', incarnation);
+  }
+
+  private startConsumers(queue: string): Worker[] {
     const count = Math.min(this.taking.ahead, this.options.consumers ?? Math.min(16, Math.ceil(this.options.concurrency / 8)));
-    for (let i = 0; i < count; i += 1) {
-      const consumer = new Worker(incarnation.queue, (job, token) => this.process(job, token), {
+    return Array.from({ length: count }, (_, i) => {
+      const consumer = new Worker(queue, (job, token) => this.process(job, token), {
         connection: this.connection!,
         prefix: queuePrefix(this.options.namespace, this.options.redis),
         concurrency: WorkerService.share(this.takenNow(), count, i),
       });
       consumer.on('error', (err) => this.log.warn({ err }, 'queue consumer error'));
-      this.consumers.push(consumer);
-    }
-    this.emit('worker:registered', incarnation);
+      return consumer;
+    });
   }
 
   /** The session is gone: our items may be failed over now, so stop them (invariant I4). */

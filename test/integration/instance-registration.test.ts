@@ -85,4 +85,59 @@ describe('instance registration', () => {
     expect((await second.exists(registryPaths.jobInstance('reg0', 'w1')))?.ephemeralOwner).toBe(second.sessionId);
     expect((await second.children(registryPaths.jobInstances('reg119')))).toEqual(['w1']);
   });
+
+  it('asks ZooKeeper only for configs not known stored, and still writes a missing one', async () => {
+    const namespace = uniqueNamespace('reg');
+    const zk = await connectZk(server.connectionString, { namespace });
+    await registration(zk, namespace, 'w1', 3).register();
+    // A second worker whose config watches read reg0 and reg1 but not reg2 (say, not loaded yet);
+    // reg2's config was removed meanwhile, so the registration must find that out and write it.
+    await zk.delete(registryPaths.jobConfig('reg2'));
+    const other = await connectZk(server.connectionString, { namespace });
+    const exists = jest.spyOn(other, 'exists');
+    const known = new Set(['reg0', 'reg1']);
+    await new InstanceRegistration(other, { namespace, instanceId: 'w2', ip: '10.0.0.7', jobs: jobs(3), log: silentLogger, configStored: async (job) => known.has(job) }).register();
+    const asked = exists.mock.calls.map(([path]) => path);
+    expect(asked).not.toContain(registryPaths.jobConfig('reg0'));
+    expect(asked).not.toContain(registryPaths.jobConfig('reg1'));
+    expect(asked).toContain(registryPaths.jobConfig('reg2'));
+    expect(JSON.parse((await zk.getText(registryPaths.jobConfig('reg2')))!)).toMatchObject({ name: 'reg2' });
+    expect((await zk.children(registryPaths.jobInstances('reg2'))).sort()).toEqual(['w1', 'w2']);
+  });
+
+  it("makes a job's missing `instances/` node with its instance node", async () => {
+    const namespace = uniqueNamespace('reg');
+    const zk = await connectZk(server.connectionString, { namespace });
+    await registration(zk, namespace, 'w1', 2).register();
+    // Another tool left reg1 without `instances/` (the config and the server are there).
+    await zk.close();
+    const other = await connectZk(server.connectionString, { namespace });
+    await waitForNoChildren(other, registryPaths.jobInstances('reg1'));
+    await other.delete(registryPaths.jobInstances('reg1'));
+    await registration(other, namespace, 'w2', 2).register();
+    expect((await other.exists(registryPaths.jobInstance('reg1', 'w2')))?.ephemeralOwner).toBe(other.sessionId);
+    expect(await other.children(registryPaths.jobInstances('reg0'))).toEqual(['w2']);
+  });
 });
+
+describe('instance registration order', () => {
+  it('registers the jobs that fire soonest first, and creates their instance nodes before it writes the later groups', async () => {
+    const namespace = uniqueNamespace('reg');
+    const zk = await connectZk(server.connectionString, { namespace });
+    // 1,100 jobs that never fire before 2099, then 100 every-second ones, defined last.
+    const rare = jobs(1_100);
+    const frequent = Array.from({ length: 100 }, (_, i) => defineJob({ name: `often${i}`, cron: '* * * * * ?', execute: async () => undefined }));
+    await new InstanceRegistration(zk, { namespace, instanceId: 'w1', ip: '10.0.0.7', jobs: [...rare, ...frequent], log: silentLogger }).register();
+    const czxid = async (path: string) => BigInt(`0x${(await zk.exists(path))!.czxid}`);
+    // The every-second jobs went into the first group of 1,000; the last rare jobs into the second.
+    const frequentInstance = await czxid(registryPaths.jobInstance('often99', 'w1'));
+    expect(frequentInstance).toBeLessThan(await czxid(registryPaths.jobConfig('reg1099')));
+    expect(await czxid(registryPaths.jobConfig('often0'))).toBeLessThan(await czxid(registryPaths.jobConfig('reg0')));
+    expect((await zk.exists(registryPaths.jobInstance('reg1099', 'w1')))?.ephemeralOwner).toBe(zk.sessionId);
+  });
+});
+
+/** Waits until `path` has no children (the ephemeral nodes of a closed session are gone). */
+async function waitForNoChildren(zk: Awaited<ReturnType<typeof connectZk>>, path: string): Promise<void> {
+  for (let i = 0; i < 100 && (await zk.children(path)).length > 0; i += 1) await new Promise((r) => setTimeout(r, 50));
+}
