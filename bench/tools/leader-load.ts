@@ -1,6 +1,7 @@
 /**
  * How long a new leader takes to load N jobs: `N=10000 npx tsx bench/tools/leader-load.ts [DIST]`.
- * Starts its own ZooKeeper and Redis, registers N one-item every-second jobs (monitorExecution off)
+ * Starts its own ZooKeeper and Redis, registers N one-item every-second jobs (monitorExecution off;
+ * with MIX=issue23, 1% every second, 20% every minute and the rest hourly or daily)
  * through a worker process running DIST (default: this checkout's dist/; `npm run build` first),
  * then starts a scheduler in this process (from the sources) and prints the time from its start to
  * `leader:elected` (every job view loaded, the timer armed), its CPU and ZooKeeper's over that time,
@@ -19,7 +20,10 @@ const N = Number(process.env.N ?? 10_000);
 const WORKER = `
 const { defineJob, startNode } = require(process.argv[1]);
 (async () => {
-  const jobs = Array.from({ length: Number(process.argv[2]) }, (_, i) => defineJob({ name: 's' + i, cron: '* * * * * ?', monitorExecution: false, execute: async () => {} }));
+  const n = Number(process.argv[2]);
+  // MIX=issue23: 1% every second, 20% every minute, the rest hourly or daily (issue 23's mix).
+  const cron = (i) => process.argv[3] !== 'issue23' ? '* * * * * ?' : i < n / 100 ? '* * * * * ?' : i < n / 100 + n / 5 ? '0 * * * * ?' : i % 2 ? '0 0 * * * ?' : '0 0 3 * * ?';
+  const jobs = Array.from({ length: n }, (_, i) => defineJob({ name: 's' + i, cron: cron(i), monitorExecution: false, execute: async () => {} }));
   const started = Date.now();
   await startNode({ roles: ['worker'], jobs, concurrency: 200 });
   process.stdout.write('registered ' + (Date.now() - started) + '\\n');
@@ -37,7 +41,7 @@ async function main(): Promise<void> {
   const zk = await ZooKeeperServer.start({ jvm: 'server', maxHeapMb: Number(process.env.ZK_HEAP_MB ?? 2048) });
   const redis = await RedisServer.start();
   const env = { SHARDCRON_ZK: zk.connectionString, SHARDCRON_REDIS_URL: redis.url, SHARDCRON_NAMESPACE: 'load', SHARDCRON_LOG_LEVEL: 'silent' };
-  const worker = spawn(process.execPath, ['-e', WORKER, dist, String(N)], { env: { PATH: process.env.PATH, ...env, SHARDCRON_INSTANCE_ID: 'worker-1' }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const worker = spawn(process.execPath, ['-e', WORKER, dist, String(N), process.env.MIX ?? ''], { env: { PATH: process.env.PATH, ...env, SHARDCRON_INSTANCE_ID: 'worker-1' }, stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     await new Promise<void>((resolve, reject) => {
       worker.on('exit', (code) => reject(new Error(`the worker exited with ${code}`)));
