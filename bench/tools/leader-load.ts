@@ -11,6 +11,8 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import path from 'node:path';
+import v8 from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { startNode } from '../../src';
 import { RedisServer } from '../../src/dev/redis-server';
 import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
@@ -63,7 +65,15 @@ async function main(): Promise<void> {
     const node = await startNode({ roles: ['scheduler'] });
     await new Promise<void>((resolve) => node.leader!.on('leader:elected', () => resolve()));
     const cpu = process.cpuUsage(cpuBefore);
-    process.stdout.write(`leader load ${Date.now() - started} ms; leader CPU ${Math.round((cpu.user + cpu.system) / 1000)} ms, ZooKeeper CPU ${cpuMs(zk.pid!) - zkBefore} ms; leader RSS ${Math.round(process.memoryUsage().rss / 2 ** 20)} MB\n`);
+    const loadedMs = Date.now() - started;
+    const rssMb = Math.round(process.memoryUsage().rss / 2 ** 20);
+    // The live heap: what a full collection leaves (the tool's own few MB included).
+    v8.setFlagsFromString('--expose-gc');
+    (runInNewContext('gc') as () => void)();
+    const liveMb = Math.round(process.memoryUsage().heapUsed / 2 ** 20);
+    process.stdout.write(`leader load ${loadedMs} ms; leader CPU ${Math.round((cpu.user + cpu.system) / 1000)} ms, ZooKeeper CPU ${cpuMs(zk.pid!) - zkBefore} ms; leader RSS ${rssMb} MB, live heap ${liveMb} MB after a full GC\n`);
+    // HEAP_SNAPSHOT=file: the loaded leader's heap, for a look at what each job costs.
+    if (process.env.HEAP_SNAPSHOT) v8.writeHeapSnapshot(process.env.HEAP_SNAPSHOT);
     if (process.env.PROFILE) fs.writeFileSync(process.env.PROFILE, JSON.stringify((await session.post('Profiler.stop')).profile));
     session.disconnect();
     await node.close();
