@@ -12,6 +12,13 @@ import { RedisServer } from '../../src/dev/redis-server';
 import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { readFileSync } from 'node:fs';
 
+/** RSS of `pid` in MB (VmRSS from /proc). */
+function rssMb(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+  return Math.round(Number(kb ?? 0) / 1024);
+}
+
 /** CPU milliseconds of `pid` so far (utime + stime from /proc, 100 ticks a second). */
 function cpuMs(pid: number | undefined): number {
   if (pid === undefined) return 0;
@@ -119,7 +126,8 @@ async function measure(dist: string): Promise<string> {
       await new Promise((r) => setTimeout(r, 2_000));
     }
     const cpu = `CPU until it had registered and run its first item: worker-2 ${cpuMs(second.pid)} ms, leader ${cpuMs(leader.pid) - cpuBefore.leader} ms, ZooKeeper ${cpuMs(zk.pid) - cpuBefore.zk} ms, worker-1 ${cpuMs(first.pid) - cpuBefore.worker1} ms (${baseline})`;
-    return `${dist}: worker-1 registered in ${firstReady.ms} ms; worker-2 joined: registered in ${ready.ms} ms, first item started ${(item.at ?? 0) - t0} ms after it was spawned; ${cpu}`;
+    const rss = `RSS now: leader ${rssMb(leader.pid)} MB, worker-1 ${rssMb(first.pid)} MB, worker-2 ${rssMb(second.pid)} MB`;
+    return `${dist}: worker-1 registered in ${firstReady.ms} ms; worker-2 joined: registered in ${ready.ms} ms, first item started ${(item.at ?? 0) - t0} ms after it was spawned; ${cpu}; ${rss}`;
   } finally {
     for (const child of children) child.kill('SIGKILL');
     await zk.stop();
