@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { backoffDelayMs, sleep } from '../../src/shared/zk/backoff';
 
 const options = { baseSleepMs: 100, maxSleepMs: 3_000, maxRetries: 3 };
@@ -27,5 +28,14 @@ describe('sleep', () => {
     const pending = sleep(60_000, controller.signal);
     controller.abort(new Error('closing'));
     await expect(pending).rejects.toThrow('closing');
+  });
+
+  it('shares one abort listener among any number of sleepers, each rejected on abort, and resolves those whose time came', async () => {
+    const controller = new AbortController();
+    const long = Array.from({ length: 50 }, () => sleep(60_000, controller.signal));
+    await sleep(5, controller.signal);
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(1);
+    controller.abort(new Error('closing'));
+    for (const pending of long) await expect(pending).rejects.toThrow('closing');
   });
 });

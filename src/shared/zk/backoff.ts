@@ -1,3 +1,5 @@
+import { onAbort } from '../abort-listeners';
+
 /** Curator-style ExponentialBackoffRetry settings (ElasticJob's registry-center defaults: 1000/3000/3). */
 export interface BackoffOptions {
   baseSleepMs: number;
@@ -16,18 +18,21 @@ export function backoffDelayMs(attempt: number, options: BackoffOptions, random:
   return Math.min(options.baseSleepMs * factor, options.maxSleepMs);
 }
 
-/** Resolves after `ms`, or rejects early with the signal's reason when aborted. */
+/**
+ * Resolves after `ms`, or rejects early with the signal's reason when aborted. Sleepers share the
+ * signal's one listener ({@link onAbort}): a ZooKeeper client's requests wait out their retries by
+ * the hundred on its close signal when a registration of 100,000 jobs meets a slow server.
+ */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
+    const off = signal && onAbort(signal, () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    });
     const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
+      off?.();
       resolve();
     }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
   });
 }

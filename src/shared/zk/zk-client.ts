@@ -1,4 +1,3 @@
-import { setMaxListeners } from 'node:events';
 import type * as zookeeper from 'node-zookeeper-client';
 import { ErrorCodes, ShardcronError } from '../errors';
 import { silentLogger, type Logger } from '../logger';
@@ -29,13 +28,6 @@ const TRANSITIONS: Readonly<Record<ZkState, readonly ZkState[]>> = {
  * exponential backoff, tells owners about every state change, and replaces an expired session with
  * a new one (node-zookeeper-client's client is dead after expiry). Paths are namespace-relative.
  */
-/** An AbortController whose signal takes any number of listeners without Node's warning. */
-function unboundedController(): AbortController {
-  const controller = new AbortController();
-  setMaxListeners(0, controller.signal);
-  return controller;
-}
-
 export class ZkClient extends TypedEmitter<ZkClientEvents> {
   private current: ZkSession | undefined;
   /** Send time of the latest request the server answered (see {@link contactDeadline}). */
@@ -44,12 +36,8 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   private stateValue: ZkState = 'idle';
   private closing: Promise<void> | undefined;
   private renewing: Promise<void> | undefined;
-  /**
-   * Aborted on close: every request waiting out a backoff before its retry listens to it. A burst of
-   * retries (a registration of 100,000 jobs meeting a slow server) waits by the hundred, past Node's
-   * default warning at 10 listeners; each listener goes when its wait ends.
-   */
-  private readonly closeController = unboundedController();
+  /** Aborted on close: every request waiting out a backoff before its retry listens to it (through one listener, see sleep). */
+  private readonly closeController = new AbortController();
   private readonly log: Logger;
   private readonly ns: ZkNamespace;
 
