@@ -15,7 +15,7 @@ import type { FireDispatcher, FirePlan, JobState, SkipReason } from './fire-disp
 import type { Clock, DueJob } from './fire-timer';
 import type { LeaderElection } from './leader-election';
 import type { QueueMoves } from './queue-moves';
-import type { ScheduleCache } from './schedule-cache';
+import type { ScheduleCache } from '../shared/cron/schedule-cache';
 import type { TaskChain } from './task-chain';
 
 /** Jobs planned at the same time in one tick (only a reshard makes planning wait for reads). */

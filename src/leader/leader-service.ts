@@ -22,7 +22,7 @@ import { LeaderElection } from './leader-election';
 import { QueueMoves } from './queue-moves';
 import { QueuePool } from './queue-pool';
 import { RedisReconcile, type ReconcileResult } from './redis-reconcile';
-import { ScheduleCache } from './schedule-cache';
+import { ScheduleCache } from '../shared/cron/schedule-cache';
 import { Takeover } from './takeover';
 import { TaskChain } from './task-chain';
 import { TriggerDispatcher } from './trigger-dispatcher';

@@ -3,7 +3,7 @@ import { forEachLimited } from '../shared/concurrency';
 import { ErrorCodes, hasCode, ShardcronError } from '../shared/errors';
 import { instanceInfoCodec, type InstanceInfo, type InstanceState } from '../shared/registry/instance-info';
 import { jobConfigCodec, type JobConfig } from '../shared/config/job-config';
-import { parseCron, type CronSchedule } from '../shared/cron/cron';
+import { ScheduleCache } from '../shared/cron/schedule-cache';
 import type { ResolvedJobDefinition } from '../shared/config/job-definition';
 import type { Logger } from '../shared/logger';
 import { instanceQueueName } from '../shared/registry/queue-names';
@@ -41,21 +41,15 @@ export function detectIp(): string {
  * after the hourly ones were all seen.
  */
 export function soonestFirst<T>(entries: readonly T[], config: (entry: T) => Pick<JobConfig, 'cron' | 'timeZone'>, now: number): T[] {
-  const schedules = new Map<string, CronSchedule | null>();
+  const schedules = new ScheduleCache();
   const nextFire = (entry: T): number => {
     const { cron, timeZone } = config(entry);
     if (!cron) return Number.POSITIVE_INFINITY;
-    const key = `${timeZone}\u0000${cron}`;
-    let schedule = schedules.get(key);
-    if (schedule === undefined) {
-      try {
-        schedule = parseCron(cron, timeZone);
-      } catch {
-        schedule = null;
-      }
-      schedules.set(key, schedule);
+    try {
+      return schedules.get(cron, timeZone).next(now) ?? Number.POSITIVE_INFINITY;
+    } catch {
+      return Number.POSITIVE_INFINITY;
     }
-    return schedule?.next(now) ?? Number.POSITIVE_INFINITY;
   };
   const keyed = entries.map((entry, index) => ({ entry, index, at: nextFire(entry) }));
   keyed.sort((a, b) => a.at - b.at || a.index - b.index);
@@ -91,10 +85,10 @@ export class InstanceRegistration {
       jobs: readonly ResolvedJobDefinition[];
       log: Logger;
       /**
-       * Whether the job's config is stored, as the worker's watch of it read it (undefined: no
-       * watch): the registration then needs no read of its own to know.
+       * True when the job's config is stored, as the worker's watch of it read it: the registration
+       * then needs no read of its own to know. False also when not known.
        */
-      configStored?: (job: string) => Promise<boolean | undefined>;
+      configStored?: (job: string) => Promise<boolean>;
     },
   ) {
     for (const definition of options.jobs) this.jobs.set(definition.name, { definition, fromData: false });
@@ -108,7 +102,7 @@ export class InstanceRegistration {
     return this.current;
   }
 
-  /** The queue of the incarnation a registration on the current session makes. */
+  /** The queue of the incarnation {@link register}, called now, makes (it reads the session before its first wait). */
   nextQueue(): string {
     return instanceQueueName(this.options.namespace, this.options.instanceId, this.zk.sessionId);
   }
@@ -244,15 +238,13 @@ export class InstanceRegistration {
     // `servers/` made by the creates' parent path before). Any of them there already (another worker
     // registering the same job right now) fails the whole multi; the path below then sorts it out.
     if (!fromData && !configThere && !serverThere && (await this.createJobNodes(job, configPath, serverPath))) return;
-    // Encoded (and validated) only when written: a joining worker writes none of its 100,000 configs.
-    if (!fromData && (!configThere || job.overwrite)) {
-      const data = jobConfigCodec.encode(job.config);
-      if (configThere || !(await this.createUnlessExists(configPath, data))) {
-        // The stored config wins unless this definition says overwrite (ElasticJob's rule).
-        if (job.overwrite) await this.zk.set(configPath, data);
-        else if (job.config.fireListeners) await this.announceFireListeners(job.name, configPath);
-      }
-    } else if (!fromData && job.config.fireListeners) await this.announceFireListeners(job.name, configPath);
+    if (!fromData) {
+      // Encoded (and validated) only when written: a joining worker writes none of its 100,000 configs.
+      const created = !configThere && (await this.createUnlessExists(configPath, jobConfigCodec.encode(job.config)));
+      // The stored config wins unless this definition says overwrite (ElasticJob's rule).
+      if (!created && job.overwrite) await this.zk.set(configPath, jobConfigCodec.encode(job.config));
+      else if (!created && job.config.fireListeners) await this.announceFireListeners(job.name, configPath);
+    }
     if (!serverThere) await this.createUnlessExists(serverPath, 'ENABLED');
   }
 

@@ -29,8 +29,6 @@ export class WorkerJobs {
   /** The code's jobs, then the data-defined ones followed. */
   private readonly definitions: Map<string, ResolvedJobDefinition>;
   private readonly configCaches = new Map<string, NodeCache<JobConfig>>();
-  /** The first load of each config watch ({@link watch}). */
-  private readonly configLoads = new Map<string, Promise<unknown>>();
   /** `leader/sharding/necessary` of each DATAFLOW job: a streaming run stops fetching once it is set. */
   private readonly reshardFlags = new Map<string, NodeCache<true>>();
   /** Configs of data-defined jobs no longer followed: a run of one under way when it went still reads its config. */
@@ -65,28 +63,15 @@ export class WorkerJobs {
    */
   async watch(): Promise<void> {
     const order = soonestFirst([...this.definitions.values()], (definition) => definition.config, Date.now());
-    const loads: Array<Promise<unknown>> = [];
-    for (const { name } of order) {
-      const config = this.configCaches.get(name);
-      if (config) {
-        const loaded = config.start();
-        this.configLoads.set(name, loaded);
-        loads.push(loaded);
-      }
-      const flag = this.reshardFlags.get(name);
-      if (flag) loads.push(flag.start());
-    }
-    await Promise.all(loads);
+    const caches = order.flatMap(({ name }) => [this.configCaches.get(name), this.reshardFlags.get(name)]);
+    await Promise.all(caches.map((cache) => cache?.start()));
   }
 
-  /** Whether the job's config is stored, once its watch's first read ended; undefined for a job not watched. */
-  async configStored(job: string): Promise<boolean | undefined> {
-    const loaded = this.configLoads.get(job);
-    if (!loaded) return undefined;
-    return loaded.then(
-      () => this.configCaches.get(job)?.exists === true,
-      () => undefined,
-    );
+  /** True when the job's config is stored, as its watch read it once its load in progress ended; false also when not watched. */
+  async configStored(job: string): Promise<boolean> {
+    const cache = this.configCaches.get(job);
+    await cache?.settled();
+    return cache?.exists === true;
   }
 
   /** Follows the data-defined jobs (once the instance is registered). */

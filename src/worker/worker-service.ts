@@ -280,19 +280,13 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
    */
   private async startIncarnation(): Promise<void> {
     await WorkerService.closeAll(this.consumers.splice(0), true);
-    const queue = this.registration.nextQueue();
-    this.consumers = this.startConsumers(queue);
+    this.consumers = this.startConsumers(this.registration.nextQueue());
     let incarnation: Incarnation;
     try {
       incarnation = await this.registration.register();
     } catch (err) {
       await WorkerService.closeAll(this.consumers.splice(0), true).catch(() => undefined);
       throw err;
-    }
-    // The session changed before the registration began: its queue is another one.
-    if (incarnation.queue !== queue) {
-      await WorkerService.closeAll(this.consumers.splice(0), true);
-      this.consumers = this.startConsumers(incarnation.queue);
     }
     this.emit('worker:registered', incarnation);
   }

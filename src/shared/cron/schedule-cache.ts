@@ -1,4 +1,4 @@
-import { parseCron, type CronSchedule } from '../shared/cron/cron';
+import { parseCron, type CronSchedule } from './cron';
 
 /**
  * Parsed schedules shared by every job with the same cron and time zone (a parsed expression is
