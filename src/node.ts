@@ -32,6 +32,8 @@ export interface StartNodeOptions {
   concurrency?: number;
   /** Requests a worker takes beyond its concurrency (SHARDCRON_PREFETCH; default: ten per unit of concurrency, at most 1000). */
   prefetch?: number;
+  /** monitorExecution's lock kept as a lease across fires (SHARDCRON_ITEM_LEASE; default on). */
+  itemLease?: boolean;
   /** On close, how long running executions may take before they are aborted. */
   shutdownGraceMs?: number;
   /** V8's heap growing percent for this process (SHARDCRON_HEAP_GROWTH_PERCENT); 0 keeps V8's policy; unset: by roles. */
@@ -108,6 +110,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
         concurrency: options.concurrency ?? env.concurrency,
         ...(prefetch !== undefined && { prefetch }),
         ...(env.consumers !== undefined && { consumers: env.consumers }),
+        itemLease: options.itemLease ?? env.itemLease,
         shutdownGraceMs: options.shutdownGraceMs ?? env.shutdownGraceMs,
         history: { recentPerJob: env.historyRecent, ...(env.tracingPgUrl !== undefined && { tracingPgUrl: env.tracingPgUrl }) },
         generic,
@@ -121,7 +124,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
     if (roles.includes('scheduler')) {
       const connection = createRedisClient(redis, { logger: log, name: 'leader' });
       cleanups.push(() => connection.quit());
-      leader = new LeaderService({ zk, redis: connection, queuePrefix: queuePrefix(namespace, redis), completedKept: env.completedKept, instanceId, logger: log });
+      leader = new LeaderService({ zk, redis: connection, namespace, queuePrefix: queuePrefix(namespace, redis), completedKept: env.completedKept, instanceId, logger: log });
       cleanups.push(() => leader!.close());
       await leader.start();
     }

@@ -1,4 +1,5 @@
 import type { RedisClient } from '../shared/redis/redis-connection';
+import { readItemRuns } from '../shared/registry/item-records';
 import { QUEUE_PREFIX } from '../shared/registry/queue-names';
 import type { JobConfig } from '../shared/config/job-config';
 import { silentLogger, type Logger } from '../shared/logger';
@@ -134,7 +135,8 @@ export class Admin {
 
   /** The read model behind the read methods, made (not started) on first use. */
   readModel(): ReadModel {
-    return (this.model ??= new ReadModel({ ...this.options.readModel, zk: this.zk, logger: this.log }));
+    const itemRuns = (job: string, items: readonly number[]) => readItemRuns(this.redis, this.namespace, job, items);
+    return (this.model ??= new ReadModel({ itemRuns, ...this.options.readModel, zk: this.zk, logger: this.log }));
   }
 
   /** Closes the read model, then the connections when it owns them. Idempotent; each step runs even if one failed. */

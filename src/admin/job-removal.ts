@@ -2,6 +2,7 @@
  * Removing a job (DESIGN.md flow 10): its whole ZooKeeper subtree, then every request of it left in
  * the namespace's queues in Redis.
  */
+import { deleteItemRecords } from '../shared/registry/item-records';
 import type { RedisClient } from '../shared/redis/redis-connection';
 import { forEachLimited } from '../shared/concurrency';
 import { ErrorCodes, hasCode } from '../shared/errors';
@@ -135,6 +136,8 @@ export async function removeJob(deps: RemovalDeps, job: string, options: RemoveJ
     if (deletedFirst === 0 && pass.removed === 0 && pass.locked.length === 0) throw jobNotFound(job);
   });
   const zookeeperNodes = deletedFirst + (await deleteTree(zk, root));
+  // The item records of item leases: a job added again under the name starts with none.
+  await deleteItemRecords(deps.redis, deps.namespace, job).catch((err: unknown) => log.warn({ err, job }, 'could not delete the item records of the removed job'));
   if (requests.locked.length > 0) log.warn({ job, locked: requests.locked }, 'requests still run by workers were not removed');
   log.info({ job, zookeeperNodes, removedRequests: requests.removed }, 'job removed');
   return { job, zookeeperNodes, removedRequests: requests.removed, lockedRequests: requests.locked };

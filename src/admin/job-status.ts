@@ -41,7 +41,10 @@ export interface JobSnapshot {
 /** What the nodes under `sharding/{i}` say (a node absent: undefined / false). */
 export interface ItemSnapshot {
   readonly item: number;
-  /** The `running` node exists: the item is being run. */
+  /**
+   * The item is being run: its `running` node exists and, with item leases, its record in Redis
+   * shows a run (a lease held between runs is not a run; ReadModel tells them apart).
+   */
   readonly running: boolean;
   /** The holder instance id from the `running` node's data (undefined when empty or absent). */
   readonly runningHolder: string | undefined;

@@ -5,7 +5,8 @@ import { ChildrenCache, type ZkClient } from '../shared/zk';
 import { jobNotFound } from './admin-errors';
 import { DataProblems, type DataProblem } from './data-problems';
 import { summarizeInstances, type InstanceSummary } from './instance-summary';
-import { describeJob, summarizeJob, type JobDetail, type JobSummary } from './job-status';
+import type { ItemRun } from '../shared/registry/item-records';
+import { describeJob, summarizeJob, type ItemSnapshot, type JobDetail, type JobSummary } from './job-status';
 import { JobWatch } from './job-watch';
 
 /** Default of {@link ReadModelOptions.itemIdleMs}: item watches outlive the last look at a job by this much. */
@@ -24,6 +25,12 @@ export interface ReadModelOptions {
   itemIdleMs?: number;
   /** Epoch ms now, for next fire times; default Date.now. */
   clock?: () => number;
+  /**
+   * The item records in Redis of some items of a job (item leases): a `running` node whose holder's
+   * record shows no run in progress is a lease held between runs, and the item is not running.
+   * Unset: a `running` node is a run.
+   */
+  itemRuns?: (job: string, items: readonly number[]) => Promise<Map<number, ItemRun>>;
 }
 
 /**
@@ -50,6 +57,7 @@ export class ReadModel {
   private readonly only: ReadonlySet<string> | undefined;
   private readonly itemIdleMs: number;
   private readonly clock: () => number;
+  private readonly itemRuns: ReadModelOptions['itemRuns'];
   private readonly dataProblems = new DataProblems();
   private readonly watches = new Map<string, JobWatch>();
   private readonly root: ChildrenCache;
@@ -63,6 +71,7 @@ export class ReadModel {
     this.only = options.jobs ? new Set(options.jobs) : undefined;
     this.itemIdleMs = options.itemIdleMs ?? ITEM_IDLE_MS;
     this.clock = options.clock ?? Date.now;
+    this.itemRuns = options.itemRuns;
     this.root = new ChildrenCache(this.zk, {
       path: '/',
       logger: this.log,
@@ -106,7 +115,25 @@ export class ReadModel {
       throw new ShardcronError(ErrorCodes.CORRUPT_DATA, problem?.message ?? `Job ${JSON.stringify(name)}: the config at ${path} cannot be read`, { job: name, path });
     }
     const now = this.clock();
-    return describeJob(snapshot, await watch.items(now), now);
+    return describeJob(snapshot, await this.runningNow(name, await watch.items(now)), now);
+  }
+
+  /** The items with `running` told apart from leases held between runs (see ReadModelOptions.itemRuns). */
+  private async runningNow(job: string, items: ItemSnapshot[]): Promise<ItemSnapshot[]> {
+    const held = items.filter((i) => i.running).map((i) => i.item);
+    if (!this.itemRuns || held.length === 0) return items;
+    let records: Map<number, ItemRun>;
+    try {
+      records = await this.itemRuns(job, held);
+    } catch (err) {
+      this.log.warn({ err, job }, 'could not read the item records; a held lease shows as running');
+      return items;
+    }
+    return items.map((snapshot) => {
+      const record = records.get(snapshot.item);
+      const idle = snapshot.running && record?.holder === snapshot.runningHolder && record?.running === undefined;
+      return idle ? { ...snapshot, running: false, runningHolder: undefined } : snapshot;
+    });
   }
 
   /** Every live instance, with the jobs it is registered for (`GET /api/instances`). */

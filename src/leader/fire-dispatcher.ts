@@ -2,6 +2,7 @@ import type { ExecutionRequest, ExecutionSource } from '../shared/registry/execu
 import { fireLedgerCodec, type FireLedger } from '../shared/registry/fire-ledger';
 import type { Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry/registry-paths';
+import { readItemRuns } from '../shared/registry/item-records';
 import { decodeRunningNode } from '../shared/registry/running-node';
 import { forEachLimited } from '../shared/concurrency';
 import { ErrorCodes } from '../shared/errors';
@@ -68,6 +69,8 @@ export class FireDispatcher {
     private readonly zk: ZkClient,
     private readonly queues: QueuePool,
     private readonly log: Logger,
+    /** Where the item records are (item leases); unset: a `running` node always counts as a run. */
+    private readonly namespace?: string,
   ) {}
 
   /** Builds the plan of one fire, or says why there is none. */
@@ -246,19 +249,28 @@ export class FireDispatcher {
 
   /**
    * Items running now on an eligible instance, read from their `running` nodes. Only at a reshard,
-   * which keeps such items where they run; one read per item, a bounded number at a time.
+   * which keeps such items where they run; one read per item, a bounded number at a time. With item
+   * leases a `running` node is held between runs too: the item's record in Redis tells whether its
+   * holder runs it now, and an idle lease does not keep the item (its holder lets go when asked).
    */
   private async runningItems(state: JobState, total: number, eligible: ReadonlySet<string>): Promise<Map<number, string>> {
     const running = new Map<number, string>();
+    const job = state.view.job;
     await forEachLimited(
       Array.from({ length: total }, (_, item) => item),
       64,
       async (item) => {
-        const data = await this.zk.getText(registryPaths.shardingRunning(state.view.job, item));
+        const data = await this.zk.getText(registryPaths.shardingRunning(job, item));
         const owner = data === undefined ? undefined : decodeRunningNode(data).instanceId;
         if (owner && eligible.has(owner)) running.set(item, owner);
       },
     );
+    if (this.namespace === undefined || running.size === 0) return running;
+    const records = await readItemRuns(this.queues.connection, this.namespace, job, [...running.keys()]);
+    for (const [item, owner] of running) {
+      const record = records.get(item);
+      if (record?.holder === owner && record.running === undefined) running.delete(item);
+    }
     return running;
   }
 

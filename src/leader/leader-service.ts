@@ -35,6 +35,8 @@ export interface LeaderServiceOptions {
   redis: RedisClient;
   /** BullMQ prefix of the namespace's queues (queuePrefix in queue-names.ts); default `shardcron`. */
   queuePrefix?: string;
+  /** The namespace, for its item records in Redis (item leases): without it a reshard keeps every leased item where it is. */
+  namespace?: string;
   /** Completed requests kept per queue (SHARDCRON_COMPLETED_KEPT); default 0, removed as they complete. */
   completedKept?: number;
   instanceId: string;
@@ -97,7 +99,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.lead = new DispatchLead(options.dispatchLeadMs);
     this.queues = new QueuePool(options.redis, options.queuePrefix, options.completedKept);
     this.chain = new TaskChain(this.clock, log);
-    const dispatcher = (this.dispatcher = new FireDispatcher(options.zk, this.queues, log));
+    const dispatcher = (this.dispatcher = new FireDispatcher(options.zk, this.queues, log, options.namespace));
     this.election = new LeaderElection(options.zk, options.instanceId, log);
     const isLeader = () => this.election.isLeader;
     const fence = () => this.election.fence();

@@ -3,7 +3,7 @@
  * request are its own run, then a run per misfire mark it finds; each round takes the item's lock
  * ({@link ItemLock}), calls the job's code ({@link HandlerCalls}), releases the lock with the
  * completion, and only then reports the run. With monitorExecution the lock is ZooKeeper's
- * `running` node, which makes I1 hold; a request that finds it taken by a regular run sets `misfire`
+ * `running` node (a lease kept across fires, or a node per run), which makes I1 hold; a request that finds it taken by a regular run sets `misfire`
  * (when enabled) and the holder runs the item once more when it finishes. Without monitorExecution
  * the same rules apply within this process only.
  */
@@ -14,11 +14,13 @@ import { parseCron, type CronSchedule } from '../shared/cron/cron';
 import type { Logger } from '../shared/logger';
 import type { ExecutionRequest } from '../shared/registry/execution-request';
 import { registryPaths } from '../shared/registry/registry-paths';
+import type { ItemRecords } from '../shared/registry/item-records';
 import type { ZkClient } from '../shared/zk';
 import type { FireListeners } from './fire-listeners';
 import { HandlerCalls, type ExecutionEvent, type HandlerCallContext } from './handler-call';
 import { isBusy, itemKey, ItemLocks, type Hold, type ItemLock, type MisfireMark, type Released } from './item-lock';
 import { ItemTurns } from './item-turns';
+import { LeaseItemLock } from './lease-item-lock';
 import { LocalItemLock } from './local-item-lock';
 import { MisfireMarks } from './misfire-marks';
 import { ZkItemLock } from './zk-item-lock';
@@ -62,6 +64,11 @@ export interface ExecutorContext {
   webhooks?: HandlerCallContext['webhooks'];
   /** The once-per-fire listeners of requests that carry `fireItems`. */
   fires?: FireListeners;
+  /**
+   * With item leases (SHARDCRON_ITEM_LEASE): the item records in Redis, once connected. Unset:
+   * monitorExecution's lock is the `running` node created and deleted per run.
+   */
+  itemRecords?: () => ItemRecords;
 }
 
 /** Options of {@link ItemExecutor.run}. */
@@ -77,6 +84,8 @@ export interface RunOptions {
 /** Runs execution requests, one at a time per item. */
 export class ItemExecutor {
   private readonly lock: ItemLock;
+  /** The monitored lock when it is a lease kept across fires. */
+  private readonly leases: LeaseItemLock | undefined;
   private readonly turns: ItemTurns;
   private readonly calls: HandlerCalls;
   /** Each cron schedule, parsed once per config, for the limit of a catch-up wait. */
@@ -86,10 +95,22 @@ export class ItemExecutor {
 
   constructor(private readonly ctx: ExecutorContext) {
     const onReleased = (key: string) => this.turns.pass(key);
-    const zkLock = new ZkItemLock({ zk: ctx.zk, instanceId: ctx.instanceId, log: ctx.log, marks: new MisfireMarks(ctx.zk), onReleased });
-    this.lock = new ItemLocks(zkLock, new LocalItemLock(onReleased));
+    const { zk, instanceId, log, itemRecords } = ctx;
+    this.leases = itemRecords ? new LeaseItemLock({ zk, instanceId, log, records: itemRecords, onReleased, owns: (sessionId) => ctx.owns(sessionId) }) : undefined;
+    const monitored = this.leases ?? new ZkItemLock({ zk, instanceId, log, marks: new MisfireMarks(zk), onReleased });
+    this.lock = new ItemLocks(monitored, new LocalItemLock(onReleased));
     this.turns = new ItemTurns(this.lock, () => ctx.abortSignal());
     this.calls = new HandlerCalls(ctx);
+  }
+
+  /** Another instance asked for an item whose lease we hold (item leases only). */
+  leaseAsked(job: string, item: number): void {
+    this.leases?.asked(job, item);
+  }
+
+  /** The leases held and not in use (item leases only): what to look at after a missed ask. */
+  idleLeases(): Array<{ job: string; item: number }> {
+    return this.leases?.idleLeases() ?? [];
   }
 
   /** Forgets what this process remembers of a removed job's items. */
@@ -264,6 +285,8 @@ export class ItemExecutor {
       const waiting = Date.now() < waitLimit;
       const acquired = await this.lock.acquire(config, request, { markOnBusy: !mustRun, waitBehindCatchUp: waiting, catchUp });
       if (!isBusy(acquired)) return { hold: acquired, catchUp };
+      // Leased elsewhere with no run in progress: its holder was asked for it and lets go at once.
+      if (acquired.handoff) return 'deferred';
       if (!mustRun && !(waiting && acquired.catchUp)) {
         this.calls.skipped(request, config.misfire ? 'item running elsewhere; misfire recorded' : 'item running elsewhere; fire skipped (misfire off)');
         return 'skipped';

@@ -1,8 +1,10 @@
 /**
  * The item lock as the item runner sees it: a narrow interface (as BullMQ keeps its job lock behind
  * LockManagerWorkerContext), so the runner and the executors never touch the lock's storage. With
- * monitorExecution the lock is the ephemeral `sharding/{i}/running` node ({@link ZkItemLock}); without
- * it, a set of this process ({@link LocalItemLock}); {@link ItemLocks} picks one per request.
+ * monitorExecution the lock is the ephemeral `sharding/{i}/running` node, kept across fires as a
+ * lease with each run recorded in Redis ({@link LeaseItemLock}, the default) or created and deleted
+ * per run ({@link ZkItemLock}); without it, a set of this process ({@link LocalItemLock});
+ * {@link ItemLocks} picks one per request.
  */
 import type { JobConfig } from '../shared/config/job-config';
 import type { ExecutionRequest } from '../shared/registry/execution-request';
@@ -34,6 +36,11 @@ export interface Busy {
   busy: true;
   local: boolean;
   catchUp: boolean;
+  /**
+   * Another instance holds the item's lease but runs nothing (item leases): it was asked for the
+   * item, and the request waits for it to let go instead of counting as a misfire.
+   */
+  handoff?: boolean;
 }
 
 /** What an attempt to lock an item got. */

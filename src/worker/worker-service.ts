@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events';
 import { DelayedError, WaitingError, Worker, type Job } from 'bullmq';
 import { Semaphore } from '../shared/concurrency';
 import { createRedisClient, type RedisClient } from '../shared/redis/redis-connection';
+import { ItemRecords, leaseAskChannel, parseLeaseAsk } from '../shared/registry/item-records';
 import type { RedisTarget } from '../shared/redis/redis-target';
 import { ConfigError, ErrorCodes, ShardcronError, type FieldIssue } from '../shared/errors';
 import { WORKER_BOUNDS, type GenericJobType } from '../shared/config/env-config';
@@ -76,6 +77,13 @@ export interface WorkerServiceOptions {
    * several consumers fetch side by side. Each holds a Redis connection.
    */
   consumers?: number;
+  /**
+   * monitorExecution's lock as a lease kept across fires, each run recorded in Redis (no ZooKeeper
+   * request per run; SHARDCRON_ITEM_LEASE, docs/design-notes.md "Item leases"). Every worker of a
+   * namespace must use the same setting. Default true; false: the `running` node is created and
+   * deleted per run, and the run recorded in ZooKeeper.
+   */
+  itemLease?: boolean;
   /** On close, how long running executions may take before they are aborted. Default 30000. */
   shutdownGraceMs?: number;
   /**
@@ -124,6 +132,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private readonly fires: FireListeners;
   private readonly unsubscribe: Array<() => void> = [];
   private connection: RedisClient | undefined;
+  /** With item leases: the records' connection, and the one that hears asks for our leases. */
+  private leaseConnections: { records: ItemRecords; commands: RedisClient; asks: RedisClient } | undefined;
   private consumers: Worker[] = [];
   private abortAll = WorkerService.stopController();
   private closing: Promise<void> | undefined;
@@ -163,7 +173,48 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       environment: { reshardingPending: (job) => this.jobs.reshardingPending(job) },
       webhooks: this.webhooks,
       fires: this.fires,
+      ...(WorkerService.leased(options) && { itemRecords: () => this.leaseConnections!.records }),
     });
+  }
+
+  /**
+   * Item leases: the records' own connection (on the consumers' one, each turn's end script would
+   * queue behind their fetches), and a subscriber to this instance's asks. Asks sent while it was
+   * disconnected are lost, so after a reconnect every idle lease's record is looked at.
+   */
+  private async listenForLeaseAsks(): Promise<void> {
+    const { redis, namespace, instanceId } = this.options;
+    const commands = createRedisClient(redis, { logger: this.log, name: 'worker-items' });
+    const asks = createRedisClient(redis, { logger: this.log, name: 'worker-lease-asks' });
+    const records = new ItemRecords(commands, namespace);
+    this.leaseConnections = { records, commands, asks };
+    asks.on('message', (_channel: string, message: string) => {
+      const ask = parseLeaseAsk(message);
+      if (ask) this.executor.leaseAsked(ask.job, ask.item);
+    });
+    let readyBefore = false;
+    asks.on('ready', () => {
+      if (!readyBefore) {
+        readyBefore = true;
+        return;
+      }
+      void this.lookForMissedAsks(records);
+    });
+    await asks.subscribe(leaseAskChannel(namespace, instanceId));
+  }
+
+  private async lookForMissedAsks(records: ItemRecords): Promise<void> {
+    const idle = this.executor.idleLeases();
+    await Promise.all(
+      idle.map(async ({ job, item }) => {
+        if (await records.asked(job, item).catch(() => false)) this.executor.leaseAsked(job, item);
+      }),
+    );
+  }
+
+  /** Whether monitorExecution's lock is a lease (see WorkerServiceOptions.itemLease). */
+  private static leased(options: WorkerServiceOptions): boolean {
+    return options.itemLease ?? true;
   }
 
   /** The bounds SHARDCRON_CONCURRENCY, SHARDCRON_PREFETCH and SHARDCRON_CONSUMERS have, for options given in code. */
@@ -191,6 +242,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     const { zk } = this.options;
     this.connection = createRedisClient(this.options.redis, { logger: this.log, name: 'worker' });
     const redis = this.options.redis;
+    if (WorkerService.leased(this.options)) await this.listenForLeaseAsks();
     this.history = new WorkerHistory(() => createRedisClient(redis, { logger: this.log, name: 'worker-history' }), { ...this.options.history, namespace: this.options.namespace, ip: this.options.ip, log: this.log });
     this.unsubscribe.push(
       zk.on('suspended', () => void this.pauseConsumers()),
@@ -325,10 +377,11 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
    * the prefetch back. With monitorExecution the requests in flight are also what the lock and
    * release multis are merged from: with fewer of them a quick run made more, smaller multis and
    * cost ZooKeeper and the worker more than the collector saved, so those keep the prefetch
-   * (docs/design-notes.md, "Dispatch path").
+   * (docs/design-notes.md, "Dispatch path"). With item leases a run costs no ZooKeeper request and
+   * its Redis steps merge within a turn whatever the number in flight, so monitored jobs go as the others.
    */
   private adjustTaking(ahead: boolean, monitored: boolean): void {
-    const prefetch = monitored || ahead;
+    const prefetch = (monitored && !WorkerService.leased(this.options)) || ahead;
     if (prefetch === this.prefetching) return;
     this.prefetching = prefetch;
     const total = this.takenNow();
@@ -445,6 +498,10 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     // What the runs recorded is written before the connection it goes through closes.
     await this.history?.close();
     await this.connection?.quit().catch(() => undefined);
+    if (this.leaseConnections) {
+      await this.leaseConnections.commands.quit().catch(() => undefined);
+      this.leaseConnections.asks.disconnect();
+    }
     this.removeAllListeners();
   }
 }

@@ -12,6 +12,7 @@ import { jobConfigCodec } from '../../src/shared/config/job-config';
 import { defineJob } from '../../src/shared/config/job-definition';
 import { ConfigError, ErrorCodes } from '../../src/shared/errors';
 import { executionJobId, type ExecutionRequest } from '../../src/shared/registry/execution-request';
+import { itemRecordKey } from '../../src/shared/registry/item-records';
 import { QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
 import { registryPaths as paths } from '../../src/shared/registry/registry-paths';
 import { createRedisConnection } from '../../src/shared/redis/redis-connection';
@@ -105,6 +106,23 @@ describe('the read model over a live cluster', () => {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     expect(counter.reads()).toEqual([]);
+  });
+
+  it('tells a lease held between runs from a run: an item is RUNNING only while its record shows a run', async () => {
+    // A holder's lease on item 0 (as w1's worker leaves it between runs), and its item record.
+    const holder = await connectZk(zkServer.connectionString, { namespace: cluster.namespace });
+    await holder.create(paths.shardingRunning('quiet', 0), 'w1', 'ephemeral');
+    const record = itemRecordKey(cluster.namespace, 'quiet', 0);
+    const statusOf = async () => (await admin.readModel().getJob('quiet')).items[0]!.status;
+    // While its record shows a run, the item is RUNNING (once the model has seen the node).
+    await redis.hset(record, 'h', 'w1', 'e', 'epoch', 'r', '1795000000000');
+    await eventually(async () => expect(await statusOf()).toBe('RUNNING'));
+    // The run ended, the lease stays: not running.
+    await redis.hdel(record, 'r');
+    expect(await statusOf()).not.toBe('RUNNING');
+    expect(await holder.exists(paths.shardingRunning('quiet', 0))).not.toBeNull();
+    await redis.del(record);
+    await holder.delete(paths.shardingRunning('quiet', 0));
   });
 
   it('follows the cluster: a disabled item shows DISABLED, a killed worker disappears, within seconds', async () => {

@@ -10,6 +10,7 @@ import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { findOrphanedQueues } from '../../src/leader/failover';
 import { createRedisClient } from '../../src/shared/redis/redis-connection';
 import type { RedisTarget } from '../../src/shared/redis/redis-target';
+import { itemRecordKey } from '../../src/shared/registry/item-records';
 import { namespaceKeyPrefix, queuePrefix } from '../../src/shared/registry/queue-names';
 import { cliExitCode, killCliRuns, runCli } from '../helpers/cli-process';
 import { ProcessCluster, redisTargetEnv, type ExecLine } from '../helpers/process-cluster';
@@ -86,11 +87,14 @@ it('a job every second on 3 workers runs every item; kill -9 a worker: its items
     );
     const holding = perNode.filter((n) => n.keys.length > 0);
     expect(holding.map((n) => n.port)).toEqual([owner.port]);
-    // The instance queues, and the namespace's own keys (each job's recent executions list).
+    // The instance queues, and the namespace's own keys (each job's recent executions list, each
+    // item's record of item leases).
     const prefix = namespaceKeyPrefix(c.namespace);
-    const strays = holding[0].keys.filter((k) => !k.startsWith(`${prefix}:${c.namespace}.`) && !k.startsWith(`${prefix}:executions:`));
+    const own = [`${prefix}:${c.namespace}.`, `${prefix}:executions:`, `${prefix}:item:`];
+    const strays = holding[0].keys.filter((k) => !own.some((start) => k.startsWith(start)));
     expect(strays).toEqual([]);
     expect(holding[0].keys).toContain(`${prefix}:executions:beat`);
+    expect(holding[0].keys).toContain(itemRecordKey(c.namespace, 'beat', 0));
   } finally {
     client.disconnect();
   }

@@ -210,6 +210,13 @@ const cases: VariableCase[] = [
     invalid: [['0', 'out of range'], ['65', 'out of range'], ['four', 'not a decimal integer']],
   },
   {
+    name: 'SHARDCRON_ITEM_LEASE',
+    read: (c) => c.itemLease,
+    defaultValue: true,
+    valid: [['on', true], ['off', false]],
+    invalid: [['yes', 'is not a value'], ['ON', 'accepted: on, off']],
+  },
+  {
     name: 'SHARDCRON_INSTANCE_ID',
     read: (c) => c.instanceId,
     defaultValue: undefined,
@@ -370,6 +377,7 @@ describe('loadEnvConfig', () => {
       redisUrl: 'redis://127.0.0.1:6379',
       roles: ['scheduler', 'worker', 'console'],
       concurrency: 10,
+      itemLease: true,
       ops: { host: '127.0.0.1', port: 8080 },
       historyRecent: 1000,
       completedKept: 0,

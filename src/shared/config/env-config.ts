@@ -74,6 +74,8 @@ export interface ShardcronEnvConfig {
   readonly prefetch?: number;
   /** BullMQ consumers the requests a worker takes at once are split over; unset: one per 8, at most 16. */
   readonly consumers?: number;
+  /** monitorExecution's lock kept as a lease across fires (SHARDCRON_ITEM_LEASE, default on). */
+  readonly itemLease: boolean;
   /** Overrides the default `{ip}@-@{pid}`. */
   readonly instanceId?: string;
   /** A Redis Cluster's seed nodes (SHARDCRON_REDIS_CLUSTER_NODES): every key of the namespace then shares the hash tag `{namespace}`. */
@@ -159,6 +161,8 @@ export const ENV_VARIABLES = Object.freeze([
     'Requests one worker instance takes from its queue beyond its concurrency, 0-10000. Unset: ten per unit of concurrency, at most 1000. Such a request waits for its fire time (requests arrive up to 300 ms early), its lock and a free handler, holding no handler meanwhile; with monitorExecution its item shows `running` from when its lock is taken.'),
   variable('SHARDCRON_CONSUMERS', undefined,
     'BullMQ consumers one worker instance splits the requests it takes at once (concurrency + prefetch) over, 1-64. Unset: one per 8 of concurrency, at most 16. Each fetches jobs one round trip at a time, so several start a fire\'s items sooner; each holds one Redis connection.'),
+  variable('SHARDCRON_ITEM_LEASE', 'on',
+    'With monitorExecution, `on`: a worker keeps an item\'s `running` node as a lease across fires and records each run in Redis, so a run costs no ZooKeeper request; `off`: the node is created and deleted, and the run recorded in ZooKeeper, per run (docs/design-notes.md, "Item leases"). Every worker of a namespace must use the same value.'),
   variable('SHARDCRON_INSTANCE_ID', undefined,
     'Overrides the instance id `{ip}@-@{pid}`: 1-128 printable ASCII characters, no spaces, no `/`. Must be unique among the live processes of the namespace.'),
   variable('SHARDCRON_OPS_HOST', '127.0.0.1',
@@ -237,6 +241,7 @@ const shape = {
   SHARDCRON_CONCURRENCY: withDefault('SHARDCRON_CONCURRENCY', integer(...WORKER_BOUNDS.concurrency)),
   SHARDCRON_PREFETCH: optional(integer(...WORKER_BOUNDS.prefetch)),
   SHARDCRON_CONSUMERS: optional(integer(...WORKER_BOUNDS.consumers)),
+  SHARDCRON_ITEM_LEASE: withDefault('SHARDCRON_ITEM_LEASE', oneOf(['on', 'off'] as const, 'value')),
   SHARDCRON_INSTANCE_ID: optional(parseInstanceId),
   SHARDCRON_OPS_HOST: withDefault('SHARDCRON_OPS_HOST', parseOpsHost),
   SHARDCRON_OPS_PORT: withDefault('SHARDCRON_OPS_PORT', integer(0, 65535)),
@@ -343,6 +348,7 @@ export const envSchema = z.preprocess(
     concurrency: env.SHARDCRON_CONCURRENCY,
     ...(env.SHARDCRON_PREFETCH !== undefined && { prefetch: env.SHARDCRON_PREFETCH }),
     ...(env.SHARDCRON_CONSUMERS !== undefined && { consumers: env.SHARDCRON_CONSUMERS }),
+    itemLease: env.SHARDCRON_ITEM_LEASE === 'on',
     ...(env.SHARDCRON_INSTANCE_ID !== undefined && { instanceId: env.SHARDCRON_INSTANCE_ID }),
     ...(env.SHARDCRON_REDIS_CLUSTER_NODES !== undefined && { redisClusterNodes: env.SHARDCRON_REDIS_CLUSTER_NODES }),
     ...(env.SHARDCRON_REDIS_SENTINELS !== undefined &&
