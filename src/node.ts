@@ -32,7 +32,7 @@ export interface StartNodeOptions {
   concurrency?: number;
   /** Requests a worker takes beyond its concurrency (SHARDCRON_PREFETCH; default: ten per unit of concurrency, at most 1000). */
   prefetch?: number;
-  /** monitorExecution's lock kept as a lease across fires (SHARDCRON_ITEM_LEASE; default on). */
+  /** monitorExecution's lock kept as a lease across fires (SHARDCRON_ITEM_LEASE; default off). */
   itemLease?: boolean;
   /** On close, how long running executions may take before they are aborted. */
   shutdownGraceMs?: number;

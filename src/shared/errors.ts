@@ -42,6 +42,11 @@ export const ErrorCodes = {
    * many times meanwhile, nodes that keep appearing under a job being removed); run it again.
    */
   CONFLICT: 'SHARDCRON_CONFLICT',
+  /**
+   * Redis failed a command a worker needs before it can run an item (an item lease's record): the
+   * request goes back to its queue and is taken again.
+   */
+  REDIS_UNAVAILABLE: 'SHARDCRON_REDIS_UNAVAILABLE',
   // ZooKeeper failures, mapped from numeric codes in one place (src/shared/zk/zk-errors.ts).
   ZK_NO_NODE: 'SHARDCRON_ZK_NO_NODE',
   ZK_NODE_EXISTS: 'SHARDCRON_ZK_NODE_EXISTS',

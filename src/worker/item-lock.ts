@@ -2,8 +2,8 @@
  * The item lock as the item runner sees it: a narrow interface (as BullMQ keeps its job lock behind
  * LockManagerWorkerContext), so the runner and the executors never touch the lock's storage. With
  * monitorExecution the lock is the ephemeral `sharding/{i}/running` node, kept across fires as a
- * lease with each run recorded in Redis ({@link LeaseItemLock}, the default) or created and deleted
- * per run ({@link ZkItemLock}); without it, a set of this process ({@link LocalItemLock});
+ * lease with each run recorded in Redis ({@link LeaseItemLock}, SHARDCRON_ITEM_LEASE) or created and
+ * deleted per run ({@link ZkItemLock}, the default); without it, a set of this process ({@link LocalItemLock});
  * {@link ItemLocks} picks one per request.
  */
 import type { JobConfig } from '../shared/config/job-config';

@@ -1,5 +1,5 @@
 /**
- * The item lock with monitorExecution and SHARDCRON_ITEM_LEASE (the default): `sharding/{i}/running`
+ * The item lock with monitorExecution and SHARDCRON_ITEM_LEASE=on: `sharding/{i}/running`
  * becomes a lease this instance keeps across fires, and each run is written to the item's record in
  * Redis ({@link ItemRecords}) instead of ZooKeeper. In the steady state (an item keeps its instance
  * from fire to fire) a run costs no ZooKeeper request at all: one Redis script at its end, batched
@@ -26,19 +26,28 @@ import type { ExecutionRequest } from '../shared/registry/execution-request';
 import type { ItemRecords } from '../shared/registry/item-records';
 import { registryPaths } from '../shared/registry/registry-paths';
 import { decodeRunningNode, encodeRunningNode } from '../shared/registry/running-node';
-import { isRetryable, ZkError, type ZkClient, type ZkSessionOps } from '../shared/zk';
+import { ErrorCodes as Codes, ShardcronError } from '../shared/errors';
+import { isRetryable, ZkError, type ZkClient, type ZkSessionOps, type ZkStat } from '../shared/zk';
 import { itemKey, jobOfItemKey, type AcquireOptions, type Acquired, type Busy, type Hold, type ItemLock, type MisfireMark, type Released, type ReleaseOptions } from './item-lock';
 import { createItemNode } from './misfire-marks';
-import { MultiBatcher, type NodeRead } from './multi-batcher';
+import { MultiBatcher } from './multi-batcher';
 
 const is = (err: unknown, ...codes: string[]): boolean => err instanceof ZkError && codes.includes(err.code);
+
+/** The item is leased elsewhere, or was not ours after all: the request is deferred and looks again. */
+const HANDOFF: Busy = { busy: true, local: false, catchUp: false, handoff: true };
+
+/** Rethrows a failed Redis command as transient: the request goes back to its queue, not failed for good. */
+function redisUnavailable(err: unknown): never {
+  throw new ShardcronError(Codes.REDIS_UNAVAILABLE, `item record: ${err instanceof Error ? err.message : String(err)}`, {}, { cause: err });
+}
 
 /** A lease this process holds. */
 interface Lease {
   readonly job: string;
   readonly item: number;
   readonly session: ZkSessionOps;
-  /** Written with every run's start and end; another claim replaces it. */
+  /** The czxid of our `running` node: written with the claim and checked by every later write. */
   readonly epoch: string;
   /** The item's completed fires: while we hold the lease, nobody else records any. */
   done: readonly number[];
@@ -82,7 +91,6 @@ export class LeaseItemLock implements ItemLock {
   private readonly acquiring = new Map<string, Promise<unknown>>();
   /** Creates and deletes of leases issued together share one transaction. */
   private readonly batcher = new MultiBatcher();
-  private epochs = 0;
   /** Leases with a run in progress that the record does not show yet. */
   private readonly unshown = new Set<Lease>();
   private shower: NodeJS.Timeout | undefined;
@@ -144,8 +152,8 @@ export class LeaseItemLock implements ItemLock {
         continue;
       }
       if (lease && lease.session.sessionId !== this.ctx.zk.sessionId) {
-        // Taken on a session that ended: the node went with it.
-        this.leases.delete(key);
+        // Taken on a session that ended: the node went with it, and with the others of that session.
+        this.forgetSession(lease.session.sessionId);
         lease = undefined;
       }
       if (lease) {
@@ -155,7 +163,7 @@ export class LeaseItemLock implements ItemLock {
           const busy: Busy = { busy: true, local: true, catchUp: lease.catchUp };
           if (lease.catchUp && options.waitBehindCatchUp) return busy;
           if (marked || !config.misfire || !options.markOnBusy) return busy;
-          await this.ctx.records().mark(job, item, fireTime);
+          await this.ctx.records().mark(job, item, fireTime).catch(redisUnavailable);
           marked = true;
           continue;
         }
@@ -178,7 +186,7 @@ export class LeaseItemLock implements ItemLock {
       }
       if (outcome !== 'again') return outcome;
     }
-    return { busy: true, local: false, catchUp: false, handoff: true };
+    return HANDOFF;
   }
 
   /** The item's mark as its record says (consumed with the re-run's completion). */
@@ -203,8 +211,7 @@ export class LeaseItemLock implements ItemLock {
       if (run?.showing) await run.showing;
       let ended;
       try {
-        // A run not known to show (a failed write, or none) clears `r` anyway.
-        ended = await this.ctx.records().end(request.job, request.item, lease.epoch, request.fireTime, options.completed, options.mark?.fireTime, run?.shown !== false || run.showing !== undefined);
+        ended = await this.ctx.records().end(request.job, request.item, lease.epoch, request.fireTime, options.completed, options.mark?.fireTime);
       } catch (err) {
         // Not known to be written: the lease goes, so the next holder claims afresh.
         this.ctx.log.warn({ err, job: request.job, item: request.item }, 'could not record the end of a run; letting go of the item');
@@ -214,7 +221,8 @@ export class LeaseItemLock implements ItemLock {
       }
       lease.runs = 0;
       if (!ended.ok) {
-        if (this.leases.get(key) === lease) this.leases.delete(key);
+        // Another lease claimed the item: ours is not worth keeping, if the node is still ours at all.
+        if (this.leases.get(key) === lease) await this.letGo(key, lease);
         return { recorded: false, mark: undefined };
       }
       if (options.completed) lease.done = withCompletedFire(lease.done, request.fireTime);
@@ -234,11 +242,14 @@ export class LeaseItemLock implements ItemLock {
     const running = registryPaths.shardingRunning(job, item);
     const itemPath = registryPaths.shardingItem(job, item);
     const session = this.ctx.zk.onSession(this.ctx.zk.sessionId);
-    let read: NodeRead | undefined;
+    let read: Promise<[number[], ZkStat | null]> | undefined;
     try {
       const create = { type: 'create', path: running, data: encodeRunningNode(this.ctx.instanceId, false), mode: 'ephemeral' } as const;
-      // The completed fires an earlier holder may have left in ZooKeeper (the lock without leases).
-      ({ read } = await this.batcher.commit(session, [create], (s) => s.get(itemPath)));
+      // Behind the create: our node's stat (its czxid is the lease's epoch), and the completed
+      // fires an earlier holder may have left in ZooKeeper (the lock without leases).
+      ({ read } = await this.batcher.commit(session, [create], (s) =>
+        Promise.all([s.get(itemPath).then(({ data }) => parseCompletedFires(data), () => [] as number[]), s.exists(running)]),
+      ));
     } catch (err) {
       if (is(err, ErrorCodes.ZK_NO_NODE)) {
         await createItemNode(this.ctx.zk, itemPath);
@@ -249,31 +260,40 @@ export class LeaseItemLock implements ItemLock {
       if (!holder) return 'again';
       // Our own session's node and no lease of ours: a create whose answer was lost, or a let-go
       // that did not go through. Nobody else can hold or delete it: ours to use.
-      if (holder.owner === session.sessionId) return this.claim(session, request, options, key, undefined);
-      const found = await this.ctx.records().contend(job, item, fireTime, config.misfire && options.markOnBusy, options.waitBehindCatchUp, holder.instanceId);
-      return found.running ? { busy: true, local: false, catchUp: found.catchUp } : { busy: true, local: false, catchUp: false, handoff: true };
+      if (holder.owner === session.sessionId) return this.claim(session, request, options, key, holder.czxid, []);
+      const found = await this.ctx.records().contend(job, item, fireTime, config.misfire && options.markOnBusy, options.waitBehindCatchUp, holder.instanceId, holder.czxid).catch(redisUnavailable);
+      return found.running ? { busy: true, local: false, catchUp: found.catchUp } : HANDOFF;
     }
-    return this.claim(session, request, options, key, read);
+    const [stored, stat] = await read!;
+    // Our node, read on our session right behind its create: gone only with the session.
+    if (!stat || stat.ephemeralOwner !== session.sessionId) return HANDOFF;
+    return this.claim(session, request, options, key, stat.czxid, stored);
   }
 
-  /** The lease is ours: claim the item's record under a new epoch, which also starts the run. */
-  private async claim(session: ZkSessionOps, request: ExecutionRequest, options: AcquireOptions, key: string, read: NodeRead | undefined): Promise<Hold> {
+  /**
+   * The node is ours: claim the item's record under its czxid, which also shows the run. A claim
+   * refused (a newer lease claimed: our node is gone) or made after our session ended hands out
+   * nothing: the request is deferred and looks again.
+   */
+  private async claim(session: ZkSessionOps, request: ExecutionRequest, options: AcquireOptions, key: string, epoch: string, stored: readonly number[]): Promise<Acquired> {
     const { job, item, fireTime } = request;
-    const epoch = `${session.sessionId}.${(this.epochs += 1)}`;
     const lease: Lease = { job, item, session, epoch, done: [], runs: 1, catchUp: options.catchUp, wanted: false };
+    let claimed;
     try {
-      const [claimed, stored] = await Promise.all([
-        this.ctx.records().claim(job, item, epoch, this.ctx.instanceId, fireTime, options.catchUp),
-        read?.then(({ data }) => parseCompletedFires(data)).catch(() => [] as number[]) ?? [],
-      ]);
-      let done = claimed.done;
-      for (const fire of stored) if (!done.includes(fire)) done = withCompletedFire(done, fire);
-      lease.done = done.sort((a, b) => a - b);
+      claimed = await this.ctx.records().claim(job, item, epoch, this.ctx.instanceId, fireTime, options.catchUp);
     } catch (err) {
       lease.runs = 0;
       await this.letGo(key, lease);
-      throw err;
+      redisUnavailable(err);
     }
+    if (!claimed || this.ctx.zk.sessionId !== session.sessionId) {
+      lease.runs = 0;
+      if (claimed) await this.letGo(key, lease);
+      return HANDOFF;
+    }
+    let done = claimed.done;
+    for (const fire of stored) if (!done.includes(fire)) done = withCompletedFire(done, fire);
+    lease.done = done.sort((a, b) => a - b);
     this.leases.set(key, lease);
     this.watchNode(key, lease);
     this.startRun(lease, fireTime, true);
@@ -355,26 +375,38 @@ export class LeaseItemLock implements ItemLock {
     return lease.leaving;
   }
 
-  /** Deletes a `running` node of our current session that no lease of ours stands for. */
-  private async deleteOrphan(job: string, item: number): Promise<void> {
+  /**
+   * Deletes a `running` node of our current session that no lease of ours stands for. Counted as an
+   * acquisition of the item meanwhile, so that no request of ours adopts the node while it goes;
+   * sent on its own (a merged multi that failed on another group would be sent again later).
+   */
+  private deleteOrphan(job: string, item: number): void {
     const key = itemKey({ job, item });
-    if (this.acquiring.has(key)) return;
-    try {
+    if (this.acquiring.has(key) || this.leases.has(key)) return;
+    const deleting = (async () => {
       const running = registryPaths.shardingRunning(job, item);
       const session = this.ctx.zk.onSession(this.ctx.zk.sessionId);
       const stat = await session.exists(running);
-      if (!stat || stat.ephemeralOwner !== session.sessionId || this.leases.has(key) || this.acquiring.has(key)) return;
-      await this.batcher.commit(session, [{ type: 'delete', path: running, version: stat.version }]);
-    } catch (err) {
-      if (!is(err, ErrorCodes.ZK_NO_NODE, ErrorCodes.ZK_SESSION_EXPIRED, ErrorCodes.ZK_BAD_VERSION)) this.ctx.log.debug({ err, job, item }, 'could not delete an orphaned item lease');
-    }
+      if (!stat || stat.ephemeralOwner !== session.sessionId) return;
+      await session.multi().delete(running, stat.version).commit();
+    })()
+      .catch((err: unknown) => {
+        if (!is(err, ErrorCodes.ZK_NO_NODE, ErrorCodes.ZK_SESSION_EXPIRED, ErrorCodes.ZK_BAD_VERSION)) this.ctx.log.debug({ err, job, item }, 'could not delete an orphaned item lease');
+      })
+      .finally(() => this.acquiring.delete(key));
+    this.acquiring.set(key, deleting);
+  }
+
+  /** Forgets every lease taken on session `sessionId` (it ended: their nodes went with it). */
+  private forgetSession(sessionId: string): void {
+    for (const [key, lease] of this.leases) if (lease.session.sessionId === sessionId && lease.runs === 0) this.leases.delete(key);
   }
 
   /** Who holds `running`, or undefined when the item is free. */
-  private async holder(running: string): Promise<{ instanceId: string; owner: string } | undefined> {
+  private async holder(running: string): Promise<{ instanceId: string; owner: string; czxid: string } | undefined> {
     try {
       const { data, stat } = await this.ctx.zk.get(running);
-      return { instanceId: decodeRunningNode(data).instanceId, owner: stat.ephemeralOwner };
+      return { instanceId: decodeRunningNode(data).instanceId, owner: stat.ephemeralOwner, czxid: stat.czxid };
     } catch (err) {
       if (is(err, ErrorCodes.ZK_NO_NODE)) return undefined;
       throw err;

@@ -35,7 +35,8 @@ const TRANSIENT_RETRY_MS = 500;
  */
 const MAX_EARLY_HOLD_MS = 2_000;
 
-const TRANSIENT_ZK_CODES: ReadonlySet<string> = new Set([
+const TRANSIENT_CODES: ReadonlySet<string> = new Set([
+  ErrorCodes.REDIS_UNAVAILABLE,
   ErrorCodes.ZK_CONNECTION_LOSS,
   ErrorCodes.ZK_OPERATION_TIMEOUT,
   ErrorCodes.ZK_SESSION_EXPIRED,
@@ -46,8 +47,8 @@ function mustRunAgain(job: Job): boolean {
   return (job.attemptsStarted ?? 0) > 1 && (job.data as { waited?: unknown }).waited !== true;
 }
 
-function isTransientZkError(err: unknown): boolean {
-  return err instanceof ShardcronError && TRANSIENT_ZK_CODES.has(err.code);
+function isTransientError(err: unknown): boolean {
+  return err instanceof ShardcronError && TRANSIENT_CODES.has(err.code);
 }
 
 export interface WorkerServiceOptions {
@@ -80,8 +81,8 @@ export interface WorkerServiceOptions {
   /**
    * monitorExecution's lock as a lease kept across fires, each run recorded in Redis (no ZooKeeper
    * request per run; SHARDCRON_ITEM_LEASE, docs/design-notes.md "Item leases"). Every worker of a
-   * namespace must use the same setting. Default true; false: the `running` node is created and
-   * deleted per run, and the run recorded in ZooKeeper.
+   * namespace must use the same setting. Default false: the `running` node is created and deleted
+   * per run, and the run recorded in ZooKeeper.
    */
   itemLease?: boolean;
   /** On close, how long running executions may take before they are aborted. Default 30000. */
@@ -214,7 +215,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
 
   /** Whether monitorExecution's lock is a lease (see WorkerServiceOptions.itemLease). */
   private static leased(options: WorkerServiceOptions): boolean {
-    return options.itemLease ?? true;
+    return options.itemLease ?? false;
   }
 
   /** The bounds SHARDCRON_CONCURRENCY, SHARDCRON_PREFETCH and SHARDCRON_CONSUMERS have, for options given in code. */
@@ -428,14 +429,15 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       const mustRun = mustRunAgain(job);
       status = await this.executor.run(definition, request, { mustRun, lockedAhead, enqueuedAt: job.timestamp });
     } catch (err) {
-      if (!isTransientZkError(err)) {
+      if (!isTransientError(err)) {
         // The queue fails the request for good: its item ended for its fire (given up).
         await this.fires.itemEnded(definition, request);
         throw err;
       }
-      // ZooKeeper is unreachable for now: keep the request rather than fail it. If our session
-      // survives we take it again; if not, the leader moves it with the rest of this queue.
-      this.log.warn({ err, job: request.job, item: request.item }, 'ZooKeeper unavailable; request put back');
+      // ZooKeeper (or, for an item lease's record, Redis) is unreachable for now: keep the request
+      // rather than fail it. If our session survives we take it again; if not, the leader moves it
+      // with the rest of this queue.
+      this.log.warn({ err, job: request.job, item: request.item }, 'ZooKeeper or Redis unavailable; request put back');
       await job.moveToDelayed(Date.now() + TRANSIENT_RETRY_MS, token);
       throw new DelayedError();
     }

@@ -68,7 +68,8 @@ export class ProcessCluster {
   }
 
   /** `redis`, when given, replaces `redisUrl` with a whole target (a Sentinel group, a Cluster). */
-  constructor(private readonly base: { zk: string; redisUrl: string; sessionTimeoutMs?: number; redis?: RedisTarget }) {}
+  /** `env`: more variables for every process (e.g. `SHARDCRON_ITEM_LEASE`), before a start's own. */
+  constructor(private readonly base: { zk: string; redisUrl: string; sessionTimeoutMs?: number; redis?: RedisTarget; env?: Record<string, string> }) {}
 
   /** Starts a node process named `name` (its instance id) and waits until it reports ready. */
   async start(name: string, roles: string, jobs: JobSpec[], extraEnv: Record<string, string> = {}): Promise<void> {
@@ -91,6 +92,7 @@ export class ProcessCluster {
         // The chaos tests and the soak run either item lock: `SHARDCRON_ITEM_LEASE=on npm run soak`.
         ...(process.env.SHARDCRON_ITEM_LEASE !== undefined && { SHARDCRON_ITEM_LEASE: process.env.SHARDCRON_ITEM_LEASE }),
         FIXTURE_JOBS: JSON.stringify(jobs),
+        ...this.base.env,
         ...extraEnv,
       },
       stdio: ['ignore', 'pipe', 'pipe'],

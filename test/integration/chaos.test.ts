@@ -8,13 +8,15 @@ const SESSION_MS = 2_000;
 let zk: ZooKeeperServer;
 let redis: RedisServer;
 let cluster: ProcessCluster;
+/** The item lock of the processes started by the tests running now (see the `describe.each` below). */
+let lockEnv: Record<string, string> = {};
 
 beforeAll(async () => {
   [zk, redis] = await Promise.all([startZooKeeper(), startRedis()]);
 });
 afterAll(closeServices);
 beforeEach(() => {
-  cluster = new ProcessCluster({ zk: zk.connectionString, redisUrl: redis.url, sessionTimeoutMs: SESSION_MS });
+  cluster = new ProcessCluster({ zk: zk.connectionString, redisUrl: redis.url, sessionTimeoutMs: SESSION_MS, env: lockEnv });
 });
 afterEach(async () => {
   await cluster.close();
@@ -22,86 +24,100 @@ afterEach(async () => {
 
 const doubleCompletions = (job: string) => cluster.doubleCompletions(job);
 
-describe('worker loss', () => {
-  it('kill -9 a worker mid-fire: its unfinished items restart on survivors within session timeout + 1 s', async () => {
-    const job = { name: 'fo', cron: '0/4 * * * * ?', shardingTotalCount: 6, failover: true, sleepMs: 3_000 };
-    await Promise.all(['w1', 'w2', 'w3'].map((w) => cluster.start(w, 'worker', [job])));
-    await cluster.start('leader', 'scheduler', []);
-    const fire = await waitFor(
-      () => {
-        const byFire = new Map<number, ExecLine[]>();
-        for (const s of cluster.starts('fo')) byFire.set(s.fireTime, [...(byFire.get(s.fireTime) ?? []), s]);
-        return [...byFire].find(([, list]) => list.length === 6)?.[0];
-      },
-      { timeoutMs: 20_000, message: 'a fire with all 6 items running' },
-    );
-    const victims = cluster.starts('fo').filter((s) => s.fireTime === fire && s.instanceId === 'w2');
-    expect(victims.length).toBe(2);
-    cluster.signal('w2', 'SIGKILL');
-    const killedAt = Date.now();
-
-    const moved = await waitFor(
-      () => {
-        const restarts = cluster.starts('fo').filter((s) => s.fireTime === fire && s.source === 'FAILOVER');
-        return restarts.length >= victims.length ? restarts : undefined;
-      },
-      { timeoutMs: 10_000, message: 'failover starts of every item of the killed worker' },
-    );
-    expect(moved.map((m) => m.item).sort()).toEqual(victims.map((v) => v.item).sort());
-    // SHARDCRON_TEST_FIGURES=file: keep the measured restart delays (the issue notes quote them).
-    if (process.env.SHARDCRON_TEST_FIGURES) {
-      const figure = { scenario: 'worker kill -9', sessionTimeoutMs: SESSION_MS, restartDelaysMs: moved.map((m) => m.at - killedAt) };
-      fs.appendFileSync(process.env.SHARDCRON_TEST_FIGURES, `${JSON.stringify(figure)}\n`);
-    }
-    for (const m of moved) {
-      expect(m.instanceId).not.toBe('w2');
-      expect(m.at - killedAt).toBeLessThanOrEqual(SESSION_MS + 1_000);
-    }
-    await waitFor(() => cluster.execs('fo').filter((l) => l.event === 'finish' && l.source === 'FAILOVER' && l.status === 'completed').length >= 2, {
-      timeoutMs: 10_000,
-      message: 'failover runs completed',
-    });
-    expect(cluster.overlaps('fo')).toEqual([]);
-    expect(doubleCompletions('fo')).toEqual([]);
-    // Every item of the fire completed exactly once somewhere.
-    const completed = cluster.execs('fo').filter((l) => l.event === 'finish' && l.status === 'completed' && l.fireTime === fire);
-    expect(completed.map((c) => c.item).sort()).toEqual([0, 1, 2, 3, 4, 5]);
+// Worker faults with either item lock: the lease kept across fires (SHARDCRON_ITEM_LEASE=on) must
+// keep what the per-run lock (the default) keeps.
+describe.each([
+  ['the per-run lock', {}],
+  ['item leases', { SHARDCRON_ITEM_LEASE: 'on' }],
+])('with %s', (_lock, env: Record<string, string>) => {
+  beforeAll(() => {
+    lockEnv = env;
   });
-});
+  afterAll(() => {
+    lockEnv = {};
+  });
 
-describe('worker pause', () => {
-  it('SIGSTOP past the session timeout, then SIGCONT: it aborts its executions and nothing completes twice', async () => {
-    const job = { name: 'paused', cron: '0/4 * * * * ?', shardingTotalCount: 4, failover: true, sleepMs: 3_000 };
-    await Promise.all(['w1', 'w2'].map((w) => cluster.start(w, 'worker', [job])));
-    await cluster.start('leader', 'scheduler', []);
-    const fire = await waitFor(
-      () => {
-        const starts = cluster.starts('paused');
-        const fires = [...new Set(starts.map((s) => s.fireTime))];
-        return fires.find((f) => starts.filter((s) => s.fireTime === f).length === 4);
-      },
-      { timeoutMs: 20_000, message: 'a fire with all 4 items running' },
-    );
-    cluster.signal('w2', 'SIGSTOP');
-    await waitFor(() => cluster.starts('paused').filter((s) => s.fireTime === fire && s.source === 'FAILOVER').length === 2, {
-      timeoutMs: SESSION_MS + 5_000,
-      message: 'the paused worker items failed over',
+  describe('worker loss', () => {
+    it('kill -9 a worker mid-fire: its unfinished items restart on survivors within session timeout + 1 s', async () => {
+      const job = { name: 'fo', cron: '0/4 * * * * ?', shardingTotalCount: 6, failover: true, sleepMs: 3_000 };
+      await Promise.all(['w1', 'w2', 'w3'].map((w) => cluster.start(w, 'worker', [job])));
+      await cluster.start('leader', 'scheduler', []);
+      const fire = await waitFor(
+        () => {
+          const byFire = new Map<number, ExecLine[]>();
+          for (const s of cluster.starts('fo')) byFire.set(s.fireTime, [...(byFire.get(s.fireTime) ?? []), s]);
+          return [...byFire].find(([, list]) => list.length === 6)?.[0];
+        },
+        { timeoutMs: 20_000, message: 'a fire with all 6 items running' },
+      );
+      const victims = cluster.starts('fo').filter((s) => s.fireTime === fire && s.instanceId === 'w2');
+      expect(victims.length).toBe(2);
+      cluster.signal('w2', 'SIGKILL');
+      const killedAt = Date.now();
+
+      const moved = await waitFor(
+        () => {
+          const restarts = cluster.starts('fo').filter((s) => s.fireTime === fire && s.source === 'FAILOVER');
+          return restarts.length >= victims.length ? restarts : undefined;
+        },
+        { timeoutMs: 10_000, message: 'failover starts of every item of the killed worker' },
+      );
+      expect(moved.map((m) => m.item).sort()).toEqual(victims.map((v) => v.item).sort());
+      // SHARDCRON_TEST_FIGURES=file: keep the measured restart delays (the issue notes quote them).
+      if (process.env.SHARDCRON_TEST_FIGURES) {
+        const figure = { scenario: 'worker kill -9', sessionTimeoutMs: SESSION_MS, restartDelaysMs: moved.map((m) => m.at - killedAt) };
+        fs.appendFileSync(process.env.SHARDCRON_TEST_FIGURES, `${JSON.stringify(figure)}\n`);
+      }
+      for (const m of moved) {
+        expect(m.instanceId).not.toBe('w2');
+        expect(m.at - killedAt).toBeLessThanOrEqual(SESSION_MS + 1_000);
+      }
+      await waitFor(() => cluster.execs('fo').filter((l) => l.event === 'finish' && l.source === 'FAILOVER' && l.status === 'completed').length >= 2, {
+        timeoutMs: 10_000,
+        message: 'failover runs completed',
+      });
+      expect(cluster.overlaps('fo')).toEqual([]);
+      expect(doubleCompletions('fo')).toEqual([]);
+      // Every item of the fire completed exactly once somewhere.
+      const completed = cluster.execs('fo').filter((l) => l.event === 'finish' && l.status === 'completed' && l.fireTime === fire);
+      expect(completed.map((c) => c.item).sort()).toEqual([0, 1, 2, 3, 4, 5]);
     });
-    cluster.signal('w2', 'SIGCONT');
-    // The resumed worker reports how its old executions ended.
-    const ends = await waitFor(
-      () => {
-        const finishes = cluster.execs('paused').filter((l) => l.event === 'finish' && l.instanceId === 'w2' && l.fireTime === fire);
-        return finishes.length === 2 ? finishes : undefined;
-      },
-      { timeoutMs: 10_000, message: 'the resumed worker reports its old executions' },
-    );
-    expect(ends.map((e) => e.status)).toEqual(['aborted', 'aborted']);
-    await waitFor(() => cluster.execs('paused').filter((l) => l.event === 'finish' && l.fireTime === fire && l.status === 'completed').length === 4, {
-      timeoutMs: 10_000,
-      message: 'every item of the fire completed once',
+  });
+
+  describe('worker pause', () => {
+    it('SIGSTOP past the session timeout, then SIGCONT: it aborts its executions and nothing completes twice', async () => {
+      const job = { name: 'paused', cron: '0/4 * * * * ?', shardingTotalCount: 4, failover: true, sleepMs: 3_000 };
+      await Promise.all(['w1', 'w2'].map((w) => cluster.start(w, 'worker', [job])));
+      await cluster.start('leader', 'scheduler', []);
+      const fire = await waitFor(
+        () => {
+          const starts = cluster.starts('paused');
+          const fires = [...new Set(starts.map((s) => s.fireTime))];
+          return fires.find((f) => starts.filter((s) => s.fireTime === f).length === 4);
+        },
+        { timeoutMs: 20_000, message: 'a fire with all 4 items running' },
+      );
+      cluster.signal('w2', 'SIGSTOP');
+      await waitFor(() => cluster.starts('paused').filter((s) => s.fireTime === fire && s.source === 'FAILOVER').length === 2, {
+        timeoutMs: SESSION_MS + 5_000,
+        message: 'the paused worker items failed over',
+      });
+      cluster.signal('w2', 'SIGCONT');
+      // The resumed worker reports how its old executions ended.
+      const ends = await waitFor(
+        () => {
+          const finishes = cluster.execs('paused').filter((l) => l.event === 'finish' && l.instanceId === 'w2' && l.fireTime === fire);
+          return finishes.length === 2 ? finishes : undefined;
+        },
+        { timeoutMs: 10_000, message: 'the resumed worker reports its old executions' },
+      );
+      expect(ends.map((e) => e.status)).toEqual(['aborted', 'aborted']);
+      await waitFor(() => cluster.execs('paused').filter((l) => l.event === 'finish' && l.fireTime === fire && l.status === 'completed').length === 4, {
+        timeoutMs: 10_000,
+        message: 'every item of the fire completed once',
+      });
+      expect(doubleCompletions('paused')).toEqual([]);
     });
-    expect(doubleCompletions('paused')).toEqual([]);
   });
 });
 

@@ -168,8 +168,8 @@ describe('item leases', () => {
     const stored = await record();
     expect(stored.m).toBeUndefined();
     expect(parseRecordFires(stored.d)).toEqual([1_000, 2_000]);
-    // No ask was made: A keeps the item.
-    expect((await admin.exists(RUNNING))?.ephemeralOwner).toBe(a.zk.sessionId);
+    // B asked for the item (it is assigned there now): A let go once its run and the re-run ended.
+    await waitFor(async () => (await admin.exists(RUNNING)) === null, { timeoutMs: 5_000 });
   });
 
   it('refuse the completion of a holder whose lease ended and was claimed by another: the fire completes once', async () => {
@@ -234,6 +234,28 @@ describe('item leases', () => {
     expect((await record()).m).toBeUndefined();
   });
 
+  it('refuse a claim older than the one recorded, and a run end under an epoch that is not the record\'s', async () => {
+    const records = new ItemRecords(redis, namespace);
+    expect(await records.claim(JOB, 0, '0000000000000020', 'b', 2_000, false)).toEqual({ done: [], mark: null });
+    // A late claim (its node was created before B's): refused, nothing written.
+    expect(await records.claim(JOB, 0, '000000000000001f', 'a', 1_000, false)).toBeNull();
+    expect(await records.end(JOB, 0, '000000000000001f', 1_000, true, undefined)).toEqual({ ok: false });
+    expect(await records.end(JOB, 0, '0000000000000020', 2_000, true, undefined)).toEqual({ ok: true, mark: null, asked: false });
+    expect(await record()).toEqual({ e: '0000000000000020', h: 'b', d: '2000' });
+  });
+
+  it('do not take a run left in the record by an earlier lease for a run of the holder: the request asks and waits, nothing is marked', async () => {
+    const a = await instance('a', () => undefined);
+    const b = await instance('b', () => undefined);
+    expect(await a.run(1_000)).toBe('completed');
+    // An end lost in a Redis failover under an earlier epoch left `r` behind.
+    await redis.hset(itemRecordKey(namespace, JOB, 0), 'r', '900', 'e', '0000000000000001');
+    expect(await b.run(2_000)).toBe('deferred');
+    expect((await record()).m).toBeUndefined();
+    await waitFor(async () => (await admin.exists(RUNNING)) === null, { timeoutMs: 5_000 });
+    expect(await b.run(2_000)).toBe('completed');
+  });
+
   it('are deleted with their job', async () => {
     const a = await instance('a', () => undefined);
     expect(await a.run(1_000)).toBe('completed');
@@ -248,13 +270,12 @@ describe('item leases', () => {
     const b = await instance('b', () => undefined);
     const running = a.run(1_000);
     await started;
-    // A failover request must run: it waits (deferred) rather than marks, and A lets go after its run.
+    // A failover request must run: it waits (deferred) rather than marks, and asks for the item.
     expect(await b.run(500, 'FAILOVER', true)).toBe('deferred');
     expect((await admin.exists(RUNNING))?.ephemeralOwner).toBe(a.zk.sessionId);
-    // Not asked: the run was in progress.
     release();
     expect(await running).toBe('completed');
-    expect(await b.run(500, 'FAILOVER', true)).toBe('deferred'); // now idle: asked
+    // A lets go once its run ended; the request, taken again, runs.
     await waitFor(async () => (await admin.exists(RUNNING)) === null, { timeoutMs: 5_000 });
     expect(await b.run(500, 'FAILOVER', true)).toBe('completed');
     expect(parseRecordFires((await record()).d)).toEqual([1_000, 500]);

@@ -39,7 +39,8 @@ afterEach(async () => {
 it('a job every second on 3 workers runs every item; kill -9 a worker: its items fail over; nothing doubled', async () => {
   const job = { name: 'beat', cron: '* * * * * ?', shardingTotalCount: 6, failover: true, sleepMs: 700 };
   const c = (cluster = new ProcessCluster({ zk: zk.connectionString, redisUrl: target.url, redis: target }));
-  await Promise.all([...WORKERS.map((w) => c.start(w, 'worker', [job])), c.start('leader', 'scheduler', [])]);
+  // Item leases on: their records must live in the namespace's slot too (asserted below).
+  await Promise.all([...WORKERS.map((w) => c.start(w, 'worker', [job], { SHARDCRON_ITEM_LEASE: 'on' })), c.start('leader', 'scheduler', [])]);
 
   // Every item of a fire running, two on each worker (AVG_ALLOCATION), then kill one mid-run.
   const fire = await waitFor(

@@ -212,7 +212,7 @@ const cases: VariableCase[] = [
   {
     name: 'SHARDCRON_ITEM_LEASE',
     read: (c) => c.itemLease,
-    defaultValue: true,
+    defaultValue: false,
     valid: [['on', true], ['off', false]],
     invalid: [['yes', 'is not a value'], ['ON', 'accepted: on, off']],
   },
@@ -377,7 +377,7 @@ describe('loadEnvConfig', () => {
       redisUrl: 'redis://127.0.0.1:6379',
       roles: ['scheduler', 'worker', 'console'],
       concurrency: 10,
-      itemLease: true,
+      itemLease: false,
       ops: { host: '127.0.0.1', port: 8080 },
       historyRecent: 1000,
       completedKept: 0,

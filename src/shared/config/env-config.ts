@@ -74,7 +74,7 @@ export interface ShardcronEnvConfig {
   readonly prefetch?: number;
   /** BullMQ consumers the requests a worker takes at once are split over; unset: one per 8, at most 16. */
   readonly consumers?: number;
-  /** monitorExecution's lock kept as a lease across fires (SHARDCRON_ITEM_LEASE, default on). */
+  /** monitorExecution's lock kept as a lease across fires (SHARDCRON_ITEM_LEASE, default off). */
   readonly itemLease: boolean;
   /** Overrides the default `{ip}@-@{pid}`. */
   readonly instanceId?: string;
@@ -161,8 +161,8 @@ export const ENV_VARIABLES = Object.freeze([
     'Requests one worker instance takes from its queue beyond its concurrency, 0-10000. Unset: ten per unit of concurrency, at most 1000. Such a request waits for its fire time (requests arrive up to 300 ms early), its lock and a free handler, holding no handler meanwhile; with monitorExecution its item shows `running` from when its lock is taken.'),
   variable('SHARDCRON_CONSUMERS', undefined,
     'BullMQ consumers one worker instance splits the requests it takes at once (concurrency + prefetch) over, 1-64. Unset: one per 8 of concurrency, at most 16. Each fetches jobs one round trip at a time, so several start a fire\'s items sooner; each holds one Redis connection.'),
-  variable('SHARDCRON_ITEM_LEASE', 'on',
-    'With monitorExecution, `on`: a worker keeps an item\'s `running` node as a lease across fires and records each run in Redis, so a run costs no ZooKeeper request; `off`: the node is created and deleted, and the run recorded in ZooKeeper, per run (docs/design-notes.md, "Item leases"). Every worker of a namespace must use the same value.'),
+  variable('SHARDCRON_ITEM_LEASE', 'off',
+    'With monitorExecution, `on`: a worker keeps an item\'s `running` node as a lease across fires and records each run in Redis, so a run costs no ZooKeeper request; `off`: the node is created and deleted, and the run recorded in ZooKeeper, per run (docs/design-notes.md, "Item leases"). Every worker of a namespace must use the same value: turn it on for a namespace once all its workers run a version that has it, with all of them restarted together.'),
   variable('SHARDCRON_INSTANCE_ID', undefined,
     'Overrides the instance id `{ip}@-@{pid}`: 1-128 printable ASCII characters, no spaces, no `/`. Must be unique among the live processes of the namespace.'),
   variable('SHARDCRON_OPS_HOST', '127.0.0.1',

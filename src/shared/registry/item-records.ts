@@ -1,12 +1,14 @@
 /**
  * Item records in Redis: what an item lease's holder writes per run instead of ZooKeeper nodes
- * (SHARDCRON_ITEM_LEASE, the default; docs/design-notes.md, "Item leases"). One hash per item,
+ * (SHARDCRON_ITEM_LEASE=on; docs/design-notes.md, "Item leases"). One hash per item,
  * `shardcron:{ns}:item:{job}:{item}`, in the namespace's slot on a Cluster:
  *
- * - `e`: the epoch of the lease that last claimed the item (its holder's session and a counter). A
- *   run's start and completion are written only under the epoch that claimed, so a holder that lost
- *   its lease (its session expired while it was frozen) can never record a completion once another
- *   holder has claimed: the new holder either read that completion in its claim or the write is refused.
+ * - `e`: the epoch of the lease that last claimed the item: the `czxid` of its `running` node, which
+ *   grows with every node ZooKeeper creates. A claim with an older epoch is refused (a claim that
+ *   arrives late, from a holder whose node is gone). A run's start and completion are written only
+ *   under the epoch that claimed, so a holder that lost its lease (its session expired while it was
+ *   frozen) can never record a completion once another holder has claimed: the new holder either
+ *   read that completion in its claim or the write is refused.
  * - `h`: the holder's instance id.
  * - `d`: the item's last {@link COMPLETED_FIRES_KEPT} completed fire times, newest last, comma-separated.
  * - `r`, `c`: the fire of the run in progress, and `1` when that run is catch-up work (written by a
@@ -79,11 +81,25 @@ local function withFire(d, fire)
 end
 `;
 
-/** ARGV: epoch, holder, fire, catchUp. Claims the item for a new lease and shows its first run. Returns d, m. */
-const CLAIM = `
+/** Lua: whether epoch a (a zxid as fixed-width hex or decimal) is older than b. */
+const OLDER = `
+local function older(a, b)
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+`;
+
+/**
+ * ARGV: epoch, holder, fire, catchUp. Claims the item for a new lease and shows its first run.
+ * Returns {1, d, m}, or {0} when a newer lease claimed it already (nothing written).
+ */
+const CLAIM = `${OLDER}
+local e = redis.call('HGET', KEYS[1], 'e')
+if e and e ~= '' and older(ARGV[1], e) then return {0} end
 redis.call('HSET', KEYS[1], 'e', ARGV[1], 'h', ARGV[2], 'r', ARGV[3], 'c', ARGV[4])
 redis.call('HDEL', KEYS[1], 'a')
-return redis.call('HMGET', KEYS[1], 'd', 'm')
+local v = redis.call('HMGET', KEYS[1], 'd', 'm')
+return {1, v[1] or '', v[2] or ''}
 `;
 
 /**
@@ -106,14 +122,15 @@ return out
 
 /**
  * Ends runs, one per key; ARGV per key: epoch, fire, completed (1/0), the mark fire the run stood
- * for (or ''), and 1 when the record shows the run (`r` to clear). Records the fire when completed
- * and consumes the mark if it still says that fire. Per key three values: 1, the mark left, '1' when
- * asked; or 0, '', '' when another lease claimed since (nothing written).
+ * for (or ''). Records the fire when completed, consumes the mark if it still says that fire, and
+ * clears `r` (runs under one lease come one after another, so whatever `r` says is this lease's).
+ * Per key three values: 1, the mark left, '1' when asked; or 0, '', '' when another lease claimed
+ * since (nothing written).
  */
 const END = `${WITH_FIRE}
 local out = {}
 for i, key in ipairs(KEYS) do
-  local a = (i - 1) * 5
+  local a = (i - 1) * 4
   local v = redis.call('HMGET', key, 'e', 'd', 'm', 'a')
   if v[1] ~= ARGV[a + 1] then
     out[#out + 1] = 0; out[#out + 1] = ''; out[#out + 1] = ''
@@ -123,7 +140,7 @@ for i, key in ipairs(KEYS) do
     if ARGV[a + 4] ~= '' and mark == ARGV[a + 4] then
       redis.call('HDEL', key, 'm', 'r', 'c')
       mark = ''
-    elseif ARGV[a + 5] == '1' then
+    else
       redis.call('HDEL', key, 'r', 'c')
     end
     out[#out + 1] = 1; out[#out + 1] = mark; out[#out + 1] = v[4] or ''
@@ -133,14 +150,17 @@ return out
 `;
 
 /**
- * ARGV: fire, mark (1/0), waitBehindCatchUp (1/0), channel, message. Another instance found the
- * item's lease held. If a run is in progress: marks it (when asked, and unless the run is catch-up
- * work a request waits for) and returns {1, catchUp}. If not: asks the holder for the item and
- * returns {0, 0}.
+ * ARGV: fire, mark (1/0), waitBehindCatchUp (1/0), the holder's epoch (its node's czxid), channel,
+ * message. Another instance found the item's lease held. Either way the holder is asked for the
+ * item (it lets go once its run, and the re-run of any mark, ended). If the record shows a run of
+ * that lease: marks it (when asked to, and unless the run is catch-up work the request waits for)
+ * and returns {1, catchUp}. If not (no run, or `r` left by an earlier lease): returns {0, 0}.
  */
 const CONTEND = `
-local v = redis.call('HMGET', KEYS[1], 'r', 'c', 'm')
-if v[1] and v[1] ~= '' then
+local v = redis.call('HMGET', KEYS[1], 'r', 'c', 'm', 'e')
+redis.call('HSET', KEYS[1], 'a', '1')
+redis.call('PUBLISH', ARGV[5], ARGV[6])
+if v[1] and v[1] ~= '' and v[4] == ARGV[4] then
   local catchUp = v[2] == '1'
   if catchUp and ARGV[3] == '1' then return {1, 1} end
   if ARGV[2] == '1' and (not v[3] or v[3] == '' or tonumber(v[3]) < tonumber(ARGV[1])) then
@@ -148,8 +168,6 @@ if v[1] and v[1] ~= '' then
   end
   return {1, catchUp and 1 or 0}
 end
-redis.call('HSET', KEYS[1], 'a', '1')
-redis.call('PUBLISH', ARGV[4], ARGV[5])
 return {0, 0}
 `;
 
@@ -161,11 +179,11 @@ return 1
 `;
 
 interface ItemRecordCommands {
-  shardcronItemClaim(key: string, epoch: string, holder: string, fire: string, catchUp: string): Promise<[string | null, string | null]>;
+  shardcronItemClaim(key: string, epoch: string, holder: string, fire: string, catchUp: string): Promise<[number, string?, string?]>;
   shardcronItemBegin(keyCount: number, ...keysThenArgs: string[]): Promise<number[]>;
   shardcronItemEnd(keyCount: number, ...keysThenArgs: string[]): Promise<Array<number | string>>;
   shardcronItemMark(key: string, fire: string): Promise<number>;
-  shardcronItemContend(key: string, fire: string, mark: string, waitBehindCatchUp: string, channel: string, message: string): Promise<[number, number]>;
+  shardcronItemContend(key: string, fire: string, mark: string, waitBehindCatchUp: string, epoch: string, channel: string, message: string): Promise<[number, number]>;
 }
 
 /** What ending a run found. */
@@ -248,10 +266,13 @@ export class ItemRecords {
     return itemRecordKey(this.namespace, job, item);
   }
 
-  /** Claims the item for a new lease and starts a run of `fire`: the completed fires and the mark left. */
-  async claim(job: string, item: number, epoch: string, holder: string, fire: number, catchUp: boolean): Promise<{ done: number[]; mark: number | null }> {
-    const [done, mark] = await this.commands.shardcronItemClaim(this.key(job, item), epoch, holder, String(fire), catchUp ? '1' : '0');
-    return { done: parseRecordFires(done), mark: parseMark(mark) };
+  /**
+   * Claims the item for a new lease (`epoch`: its node's czxid) and shows its first run, of `fire`:
+   * the completed fires and the mark left; null when a newer lease claimed it already.
+   */
+  async claim(job: string, item: number, epoch: string, holder: string, fire: number, catchUp: boolean): Promise<{ done: number[]; mark: number | null } | null> {
+    const [ok, done, mark] = await this.commands.shardcronItemClaim(this.key(job, item), epoch, holder, String(fire), catchUp ? '1' : '0');
+    return ok === 1 ? { done: parseRecordFires(done), mark: parseMark(mark) } : null;
   }
 
   /** Shows a run under a held lease in the record; false when another lease claimed the item since. */
@@ -259,12 +280,9 @@ export class ItemRecords {
     return this.begins.add(this.key(job, item), [epoch, String(fire), catchUp ? '1' : '0']);
   }
 
-  /**
-   * Ends a run: records `fire` when completed, consumes `markFire` if still the mark; `shown`: the
-   * record shows the run (its claim or a later write did), so `r` is cleared.
-   */
-  end(job: string, item: number, epoch: string, fire: number, completed: boolean, markFire: number | undefined, shown: boolean): Promise<RunEnd> {
-    return this.ends.add(this.key(job, item), [epoch, String(fire), completed ? '1' : '0', markFire === undefined ? '' : String(markFire), shown ? '1' : '0']);
+  /** Ends a run: records `fire` when completed, consumes `markFire` if still the mark. */
+  end(job: string, item: number, epoch: string, fire: number, completed: boolean, markFire: number | undefined): Promise<RunEnd> {
+    return this.ends.add(this.key(job, item), [epoch, String(fire), completed ? '1' : '0', markFire === undefined ? '' : String(markFire)]);
   }
 
   /** Records `fire` as the latest that found the item running (a run of ours holds it). */
@@ -282,13 +300,17 @@ export class ItemRecords {
     return (await this.redis.hget(this.key(job, item), 'a')) === '1';
   }
 
-  /** Another instance holds the lease: mark its run, or ask it for the item (see CONTEND). */
-  async contend(job: string, item: number, fire: number, mark: boolean, waitBehindCatchUp: boolean, holder: string): Promise<Contention> {
+  /**
+   * Another instance holds the lease (`holder`, whose node has czxid `holderEpoch`): ask it for the
+   * item, and mark its run if the record shows one (see CONTEND).
+   */
+  async contend(job: string, item: number, fire: number, mark: boolean, waitBehindCatchUp: boolean, holder: string, holderEpoch: string): Promise<Contention> {
     const [running, catchUp] = await this.commands.shardcronItemContend(
       this.key(job, item),
       String(fire),
       mark ? '1' : '0',
       waitBehindCatchUp ? '1' : '0',
+      holderEpoch,
       leaseAskChannel(this.namespace, holder),
       leaseAskMessage(job, item),
     );
