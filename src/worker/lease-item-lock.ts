@@ -25,7 +25,7 @@ import { parseCompletedFires, withCompletedFire } from '../shared/registry/compl
 import type { ExecutionRequest } from '../shared/registry/execution-request';
 import type { ItemRecords } from '../shared/registry/item-records';
 import { registryPaths } from '../shared/registry/registry-paths';
-import { decodeRunningNode, encodeRunningNode } from '../shared/registry/running-node';
+import { encodeRunningNode, readRunningHolder } from '../shared/registry/running-node';
 import { ErrorCodes as Codes, ShardcronError } from '../shared/errors';
 import { isRetryable, ZkError, type ZkClient, type ZkSessionOps, type ZkStat } from '../shared/zk';
 import { itemKey, jobOfItemKey, type AcquireOptions, type Acquired, type Busy, type Hold, type ItemLock, type MisfireMark, type Released, type ReleaseOptions } from './item-lock';
@@ -56,7 +56,7 @@ interface Lease {
   /** The run in progress is catch-up work. */
   catchUp: boolean;
   /** The run in progress: its fire, when it is due to start, and whether the record shows it. */
-  run?: { fire: number; startAt: number; shown: boolean; showing?: Promise<void> };
+  run?: { fire: number; startAt: number; showing?: Promise<void> };
   /** Another instance asked for the item: let go once no run of ours holds it. */
   wanted: boolean;
   /** The delete of our node, once letting go. */
@@ -108,11 +108,6 @@ export class LeaseItemLock implements ItemLock {
   /** Lets go of the job's leases (the job was removed): its nodes went with it, or go now. */
   forgetJob(job: string): void {
     for (const [key, lease] of this.leases) if (jobOfItemKey(key) === job && lease.runs === 0) void this.letGo(key, lease);
-  }
-
-  /** How many leases this process holds (for tests and the bench). */
-  get held(): number {
-    return this.leases.size;
   }
 
   /** Another instance asked for the item: let go of it now, or after the run that holds it. */
@@ -256,12 +251,12 @@ export class LeaseItemLock implements ItemLock {
         return 'again';
       }
       if (!is(err, ErrorCodes.ZK_NODE_EXISTS) && !isRetryable(err)) throw err;
-      const holder = await this.holder(running);
+      const holder = await readRunningHolder(this.ctx.zk, running);
       if (!holder) return 'again';
       // Our own session's node and no lease of ours: a create whose answer was lost, or a let-go
       // that did not go through. Nobody else can hold or delete it: ours to use.
-      if (holder.owner === session.sessionId) return this.claim(session, request, options, key, holder.czxid, []);
-      const found = await this.ctx.records().contend(job, item, fireTime, config.misfire && options.markOnBusy, options.waitBehindCatchUp, holder.instanceId, holder.czxid).catch(redisUnavailable);
+      if (holder.stat.ephemeralOwner === session.sessionId) return this.claim(session, request, options, key, holder.stat.czxid, []);
+      const found = await this.ctx.records().contend(job, item, fireTime, config.misfire && options.markOnBusy, options.waitBehindCatchUp, holder.instanceId, holder.stat.czxid).catch(redisUnavailable);
       return found.running ? { busy: true, local: false, catchUp: found.catchUp } : HANDOFF;
     }
     const [stored, stat] = await read!;
@@ -306,7 +301,7 @@ export class LeaseItemLock implements ItemLock {
    * past its fire time: a short run writes nothing at its start, only its end.
    */
   private startRun(lease: Lease, fire: number, shown: boolean): void {
-    lease.run = { fire, startAt: Math.max(Date.now(), fire), shown };
+    lease.run = { fire, startAt: Math.max(Date.now(), fire) };
     if (shown) return;
     this.unshown.add(lease);
     this.shower ??= setInterval(() => this.showLongRuns(), RUN_SHOWN_AFTER_MS / 2).unref();
@@ -316,7 +311,7 @@ export class LeaseItemLock implements ItemLock {
     const now = Date.now();
     for (const lease of this.unshown) {
       const run = lease.run;
-      if (!run || run.shown || run.showing) {
+      if (!run || run.showing) {
         this.unshown.delete(lease);
         continue;
       }
@@ -325,8 +320,11 @@ export class LeaseItemLock implements ItemLock {
       run.showing = this.ctx
         .records()
         .begin(lease.job, lease.item, lease.epoch, run.fire, lease.catchUp)
-        .then((shown) => void (run.shown = shown))
-        .catch((err: unknown) => this.ctx.log.debug({ err, job: lease.job, item: lease.item }, 'could not show a run in its record'));
+        // Refused: another lease claimed the item, and the run's end will be refused too.
+        .then(
+          () => undefined,
+          (err: unknown) => this.ctx.log.debug({ err, job: lease.job, item: lease.item }, 'could not show a run in its record'),
+        );
     }
     if (this.unshown.size === 0 && this.shower) {
       clearInterval(this.shower);
@@ -400,16 +398,5 @@ export class LeaseItemLock implements ItemLock {
   /** Forgets every lease taken on session `sessionId` (it ended: their nodes went with it). */
   private forgetSession(sessionId: string): void {
     for (const [key, lease] of this.leases) if (lease.session.sessionId === sessionId && lease.runs === 0) this.leases.delete(key);
-  }
-
-  /** Who holds `running`, or undefined when the item is free. */
-  private async holder(running: string): Promise<{ instanceId: string; owner: string; czxid: string } | undefined> {
-    try {
-      const { data, stat } = await this.ctx.zk.get(running);
-      return { instanceId: decodeRunningNode(data).instanceId, owner: stat.ephemeralOwner, czxid: stat.czxid };
-    } catch (err) {
-      if (is(err, ErrorCodes.ZK_NO_NODE)) return undefined;
-      throw err;
-    }
   }
 }

@@ -10,7 +10,7 @@ import type { Logger } from '../shared/logger';
 import { formatCompletedFires, parseCompletedFires, withCompletedFire } from '../shared/registry/completed-fires';
 import type { ExecutionRequest } from '../shared/registry/execution-request';
 import { registryPaths } from '../shared/registry/registry-paths';
-import { decodeRunningNode, encodeRunningNode, type RunningHolder } from '../shared/registry/running-node';
+import { encodeRunningNode, readRunningHolder } from '../shared/registry/running-node';
 import { isRetryable, ZkError, type ZkClient, type ZkOp, type ZkSessionOps, type ZkStat } from '../shared/zk';
 import { itemKey, jobOfItemKey, type AcquireOptions, type Acquired, type Busy, type Hold, type ItemLock, type MisfireMark, type Released, type ReleaseOptions } from './item-lock';
 import { createItemNode, type MisfireMarks } from './misfire-marks';
@@ -125,7 +125,7 @@ export class ZkItemLock implements ItemLock {
           return known ? { session, done: known.done, markFree: known.markFree } : await this.held(session, request, key, read!);
         }
         const releasesBefore = this.releases.get(key) ?? 0;
-        const holder = await this.readHolder(running);
+        const holder = await readRunningHolder(this.ctx.zk, running);
         // Free by now (the holder ended, or our create whose answer was lost did not happen): again.
         if (!holder) continue;
         // Our own session's node that no other execution of ours has claimed, and that no release
@@ -232,17 +232,6 @@ export class ZkItemLock implements ItemLock {
       }
     } finally {
       this.unclaim(key, true);
-    }
-  }
-
-  /** The `running` node's holder with its stat, or null when the item is free. */
-  private async readHolder(running: string): Promise<(RunningHolder & { stat: ZkStat }) | null> {
-    try {
-      const { data, stat } = await this.ctx.zk.get(running);
-      return { ...decodeRunningNode(data), stat };
-    } catch (err) {
-      if (is(err, ErrorCodes.ZK_NO_NODE)) return null;
-      throw err;
     }
   }
 

@@ -12,6 +12,7 @@ import type { ExecutionRequest } from '../../src/shared/registry/execution-reque
 import { fireStateKeys } from '../../src/shared/registry/redis-keys';
 import { FireListeners, type FireListenerTimings } from '../../src/worker/fire-listeners';
 import { closeServices, startRedis, waitFor } from '../helpers/services';
+import { deferred } from '../helpers/deferred';
 
 let redisServer: RedisServer;
 const connections: Redis[] = [];
@@ -38,12 +39,6 @@ function job(name: string, listeners: JobListeners) {
 }
 
 const request = (job: string, item: number, fireTime: number, fireItems: number): ExecutionRequest => ({ job, item, fireTime, source: 'NORMAL', epoch: 1, fireItems });
-
-function deferred(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  return { promise, resolve };
-}
 
 describe('once-per-fire listener state in Redis', () => {
   it('9 items on 3 workers: beforeFire once, before any item passes; afterFire once, after the 9th distinct item, duplicates counted once', async () => {

@@ -24,6 +24,7 @@ import { closeServices, startZooKeeper, waitFor } from '../helpers/services';
 import { closeZkClients, connectZk, recordZkEvents, uniqueNamespace } from '../helpers/zk';
 import { OP, startLink, type Link } from '../helpers/zk-relay';
 import { parseCompletedFires } from '../../src/shared/registry/completed-fires';
+import { deferred } from '../helpers/deferred';
 
 const JOB = 'billing';
 const ITEM = paths.shardingItem(JOB, 0);
@@ -36,12 +37,6 @@ const ADOPTED = 'taking over our own orphaned running node';
 /** What it logs when a release multi failed other than by session expiry (and it checks the node itself). */
 const RELEASE_FAILED = 'could not release the item with its completion; releasing the item only';
 
-
-function deferred(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  return { promise, resolve };
-}
 
 /** One worker instance: an executor on its own ZooKeeper session. */
 interface Instance {

@@ -18,6 +18,7 @@ import { ItemExecutor, type ExecutionEvent } from '../../src/worker/item-executo
 import { closeServices, startRedis, startZooKeeper, waitFor } from '../helpers/services';
 import { closeZkClients, connectZk, uniqueNamespace } from '../helpers/zk';
 import type Redis from 'ioredis';
+import { deferred } from '../helpers/deferred';
 
 const JOB = 'billing';
 const RUNNING = paths.shardingRunning(JOB, 0);
@@ -47,12 +48,6 @@ afterEach(async () => {
   for (const c of connections.splice(0)) c.disconnect();
   await closeZkClients();
 });
-
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const promise = new Promise<void>((r) => (open = r));
-  return { promise, open };
-}
 
 interface Instance {
   zk: ZkClient;
@@ -100,20 +95,20 @@ const record = () => redis.hgetall(itemRecordKey(namespace, JOB, 0));
 
 /** An instance whose handler's call number `blockOn` (default the first) waits until `release()`; `started` resolves when it began. */
 async function blocking(instanceId: string, options: { blockOn?: number; owns?: () => boolean } = {}): Promise<{ instance: Instance; started: Promise<void>; release: () => void }> {
-  const release = gate();
-  const started = gate();
+  const release = deferred();
+  const started = deferred();
   let calls = 0;
   const created = await instance(
     instanceId,
     async () => {
       calls += 1;
       if (calls !== (options.blockOn ?? 1)) return;
-      started.open();
+      started.resolve();
       await release.promise;
     },
     options.owns ? { owns: options.owns } : {},
   );
-  return { instance: created, started: started.promise, release: release.open };
+  return { instance: created, started: started.promise, release: release.resolve };
 }
 
 describe('item leases', () => {

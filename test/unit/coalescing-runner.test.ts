@@ -1,10 +1,5 @@
 import { CoalescingRunner } from '../../src/shared/coalescing-runner';
-
-function deferred(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  return { promise, resolve };
-}
+import { deferred } from '../helpers/deferred';
 
 describe('CoalescingRunner', () => {
   it('runs one at a time and folds every request made during a run into one more run', async () => {

@@ -1,3 +1,6 @@
+import { ErrorCodes } from '../errors';
+import { ZkError, type ZkClient, type ZkStat } from '../zk';
+
 /**
  * The data of `sharding/{i}/running`, the item lock: the holder's instance id, followed by
  * `\ncatch-up` when the run is catch-up work (a FAILOVER run, a fire dispatched late after a
@@ -22,4 +25,15 @@ export function encodeRunningNode(instanceId: string, catchUp: boolean): string 
 export function decodeRunningNode(data: Buffer | string): RunningHolder {
   const text = typeof data === 'string' ? data : data.toString('utf8');
   return text.endsWith(CATCH_UP_SUFFIX) ? { instanceId: text.slice(0, -CATCH_UP_SUFFIX.length), catchUp: true } : { instanceId: text, catchUp: false };
+}
+
+/** The holder of the `running` node at `path` with the node's stat, or null when the item is free. */
+export async function readRunningHolder(zk: Pick<ZkClient, 'get'>, path: string): Promise<(RunningHolder & { stat: ZkStat }) | null> {
+  try {
+    const { data, stat } = await zk.get(path);
+    return { ...decodeRunningNode(data), stat };
+  } catch (err) {
+    if (err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE) return null;
+    throw err;
+  }
 }
