@@ -34,6 +34,8 @@ export interface StartNodeOptions {
   prefetch?: number;
   /** monitorExecution's lock kept as a lease across fires (SHARDCRON_ITEM_LEASE; default off). */
   itemLease?: boolean;
+  /** The scheduler next in line loads every job before a takeover (SHARDCRON_WARM_STANDBY; default true). */
+  warmStandby?: boolean;
   /** On close, how long running executions may take before they are aborted. */
   shutdownGraceMs?: number;
   /** V8's heap growing percent for this process (SHARDCRON_HEAP_GROWTH_PERCENT); 0 keeps V8's policy; unset: by roles. */
@@ -124,7 +126,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
     if (roles.includes('scheduler')) {
       const connection = createRedisClient(redis, { logger: log, name: 'leader' });
       cleanups.push(() => connection.quit());
-      leader = new LeaderService({ zk, redis: connection, namespace, queuePrefix: queuePrefix(namespace, redis), completedKept: env.completedKept, instanceId, logger: log });
+      leader = new LeaderService({ zk, redis: connection, namespace, queuePrefix: queuePrefix(namespace, redis), completedKept: env.completedKept, instanceId, logger: log, warmStandby: options.warmStandby ?? env.warmStandby });
       cleanups.push(() => leader!.close());
       await leader.start();
     }

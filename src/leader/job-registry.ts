@@ -2,6 +2,10 @@
  * The jobs a leader knows: the children of the namespace root, each with its watch-backed
  * {@link JobView} and its dispatch state, loaded when leadership begins and followed while it lasts.
  * New jobs get their item nodes laid out before their first fire.
+ *
+ * The candidate next in line for leadership loads the views beforehand (a warm standby,
+ * {@link watch}): its takeover then only prepares each job (its ledger and failover intents), which
+ * at 10,000 jobs and more is a fraction of loading the views (docs/design-notes.md, "Warm standby").
  */
 import { CoalescingRunner } from '../shared/coalescing-runner';
 import { forEachLimited } from '../shared/concurrency';
@@ -36,6 +40,12 @@ export interface JobRegistryDeps {
   triggerRequested(job: string, requestId: string): void;
   /** Something that changes the assignment happened (instances, servers, the flag). */
   reshardNeeded(job: string): void;
+  /** A standby loaded `job`'s view: reads what its takeover needs ahead of it. */
+  readAhead(job: string): Promise<void>;
+  /** `job` is gone: forgets what was read ahead of it. */
+  forgetAhead(job: string): void;
+  /** The time `job` fires next (Infinity: never, or unknown), to prepare the soonest first. */
+  nextFire(job: string, config: JobConfig | undefined): number;
 }
 
 /** The jobs of the namespace while this process leads. */
@@ -49,6 +59,14 @@ export class JobRegistry {
   private readonly loading = new Map<string, Promise<void>>();
   private jobsCache: ChildrenCache | undefined;
   private generation = 0;
+  /** The load of every view (by {@link watch} or {@link load}), until {@link clear}. */
+  private views: Promise<void> | undefined;
+  /** Whether this process leads: a job loaded now is prepared and scheduled as well. */
+  private leading = false;
+  /** Jobs whose takeover work has begun: a job loading while leadership begins is prepared once. */
+  private prepared = new WeakSet<JobState>();
+  /** Jobs whose view has loaded. */
+  private loaded = new WeakSet<JobState>();
   /** Jobs whose item nodes are to be laid out (job -> item count), one run at a time. */
   private readonly unlaid = new Map<string, number>();
   private readonly layout = new CoalescingRunner(
@@ -74,7 +92,7 @@ export class JobRegistry {
     this.deps.log.debug({ job: view.job, reason }, 'resharding at the next fire');
     // A streaming DATAFLOW run fetches until told to stop: the persistent flag tells its workers a
     // reshard is pending (ElasticJob's rule); the reshard that follows deletes it.
-    if (streaming && !state.streamFlagged) {
+    if (streaming && !state.streamFlagged && this.leading) {
       state.streamFlagged = true;
       this.flagOp(state, 'create');
     }
@@ -84,25 +102,61 @@ export class JobRegistry {
   constructor(private readonly deps: JobRegistryDeps) {}
 
   /**
-   * Loads every job (leadership began). Resolves once all are loaded: the timer and the orphan
-   * sweep, which would otherwise take live instances' queues for dead ones, wait for it. False when
-   * leadership changed meanwhile.
+   * Loads and follows every job's view without leading (a warm standby). Resolves once all are
+   * loaded; false when {@link clear} came meanwhile.
+   */
+  async watch(): Promise<boolean> {
+    this.views ??= this.loadViews(++this.generation);
+    const generation = this.generation;
+    await this.views;
+    return generation === this.generation;
+  }
+
+  /**
+   * Loads every job (leadership began), or prepares every job a standby loaded. Resolves once all
+   * are loaded and prepared: the timer and the orphan sweep, which would otherwise take live
+   * instances' queues for dead ones, wait for it. False when leadership changed meanwhile.
    */
   async load(): Promise<boolean> {
-    const generation = ++this.generation;
+    this.leading = true;
+    this.views ??= this.loadViews(++this.generation);
+    const generation = this.generation;
+    await this.views;
+    if (generation !== this.generation) return false;
+    // The views a standby loaded (a job still loading prepares itself once loaded: it sees `leading`),
+    // the soonest to fire first: the every-second jobs do not wait for the hourly ones.
+    const soonestFirst = [...this.jobs]
+      .map(([name, state]) => ({ name, state, next: this.deps.nextFire(name, state.view.config) }))
+      .sort((a, b) => a.next - b.next);
+    await forEachLimited(soonestFirst, JOBS_LOADING_AT_ONCE, async ({ name, state }) => {
+      await this.loading.get(name);
+      if (this.loaded.has(state)) await this.prepare(name, state, generation);
+    });
+    return generation === this.generation;
+  }
+
+  /** Whether every job's view is loaded or loading (a warm standby, or the leader). */
+  get watching(): boolean {
+    return this.views !== undefined;
+  }
+
+  private async loadViews(generation: number): Promise<void> {
     const jobsCache = new ChildrenCache(this.deps.zk, { path: '/', logger: this.deps.log });
     this.jobsCache = jobsCache;
     jobsCache.on('added', ({ name }) => void this.add(name, generation));
     jobsCache.on('removed', ({ name }) => void this.remove(name));
     await jobsCache.start();
-    // Bounded: each load reads a ledger and failover intents, which the caches' limit does not cover.
+    // Bounded: a leader's load reads a ledger and failover intents, which the caches' limit does not cover.
     await forEachLimited(jobsCache.names(), JOBS_LOADING_AT_ONCE, (name) => this.add(name, generation));
-    return generation === this.generation;
   }
 
-  /** Forgets every job (leadership ended). */
+  /** Forgets every job (leadership ended, or this process is no longer next in line). */
   async clear(): Promise<void> {
     this.generation += 1;
+    this.leading = false;
+    this.views = undefined;
+    this.prepared = new WeakSet();
+    this.loaded = new WeakSet();
     const cache = this.jobsCache;
     this.jobsCache = undefined;
     const states = [...this.jobs.values()];
@@ -188,8 +242,21 @@ export class JobRegistry {
     view.on('trigger:requested', this.onViewTrigger);
     await view.start();
     if (generation !== this.generation) return view.close();
-    const after = await this.deps.prepare(name, state);
-    this.deps.schedule(name, view.config, after);
+    this.loaded.add(state);
+    if (this.leading) await this.prepare(name, state, generation);
+    else await this.deps.readAhead(name).catch((err) => this.deps.log.debug({ err, job: name }, 'could not read a job ahead of a takeover; a takeover reads it'));
+  }
+
+  /** A new leader's work for a loaded job (its ledger, replay and failover intents), then its timer entry. Once per job. */
+  private async prepare(name: string, state: JobState, generation: number): Promise<void> {
+    if (this.prepared.has(state) || generation !== this.generation) return;
+    this.prepared.add(state);
+    try {
+      const after = await this.deps.prepare(name, state);
+      if (generation === this.generation && this.jobs.get(name) === state) this.deps.schedule(name, state.view.config, after);
+    } catch (err) {
+      this.deps.log.error({ err, job: name }, 'could not prepare job');
+    }
   }
 
   private async remove(name: string): Promise<void> {
@@ -198,6 +265,7 @@ export class JobRegistry {
     this.loading.delete(name);
     this.unlaid.delete(name);
     this.deps.unschedule(name);
+    this.deps.forgetAhead(name);
     await state?.view.close();
   }
 

@@ -20,6 +20,12 @@ export interface LeaderElectionEvents {
   'leader:suspended': { epoch: number };
   'leader:resumed': { epoch: number };
   'leader:lost': { epoch: number; reason: 'session-lost' | 'candidate-gone' | 'closed' };
+  /**
+   * Whether this candidate is next in line: its predecessor is the leader, so it leads as soon as
+   * that candidate goes (a warm standby loads the jobs meanwhile). `false` when it no longer is
+   * without having been elected (its session was lost, or it closed).
+   */
+  standby: { next: boolean };
   state: { from: LeadershipState; to: LeadershipState };
 }
 
@@ -41,8 +47,9 @@ export function candidateSequence(name: string): number {
 
 /**
  * Leader election with Curator's LeaderLatch recipe: every candidate creates an ephemeral
- * sequential node; the lowest leads; each other candidate watches only its predecessor, so a
- * leader's death wakes one process, not the herd. The epoch is the candidate's sequence number,
+ * sequential node; the lowest leads; each other candidate watches only its predecessor (and the one
+ * before it, to learn when it is next in line: {@link LeaderElectionEvents.standby}), so a leader's
+ * death wakes one or two processes, not the herd. The epoch is the candidate's sequence number,
  * which only grows. Leadership is suspended the moment the connection drops and lost with the
  * session; every leader write is fenced on the candidate node (see {@link fence}).
  */
@@ -57,6 +64,7 @@ export class LeaderElection extends TypedEmitter<LeaderElectionEvents> {
     (err) => this.log.warn({ err }, 'leader election step failed; waiting for the connection'),
   );
   private closing: Promise<void> | undefined;
+  private nextInLine = false;
   private readonly unsubscribe: Array<() => void> = [];
   private readonly log: Logger;
 
@@ -121,6 +129,7 @@ export class LeaderElection extends TypedEmitter<LeaderElectionEvents> {
     this.candidate = undefined;
     if (this.stateValue === 'closed') return;
     this.transition('follower');
+    this.setNextInLine(false);
     if (wasLeading) this.emit('leader:lost', { epoch, reason: 'session-lost' });
   }
 
@@ -146,6 +155,8 @@ export class LeaderElection extends TypedEmitter<LeaderElectionEvents> {
     }
     const index = names.indexOf(mine);
     if (index === 0) {
+      // Elected: a standby's loaded jobs become the leader's, so no `standby` event.
+      this.nextInLine = false;
       if (this.stateValue === 'suspended') {
         this.transition('leader');
         this.emit('leader:resumed', { epoch: this.candidate!.epoch });
@@ -154,11 +165,19 @@ export class LeaderElection extends TypedEmitter<LeaderElectionEvents> {
       }
       return;
     }
-    const predecessor = registryPaths.electionCandidate(names[index - 1]);
-    const stat = await this.zk.exists(predecessor, (event) => {
-      if (event.type === 'deleted') void this.evaluate();
-    });
-    if (!stat) this.evaluations.again();
+    this.setNextInLine(index === 1);
+    // Two predecessors are watched: a candidate becomes next in line only when one of them goes
+    // (with both there, one candidate still stands between it and the leader). Each candidate
+    // node is watched by two candidates at most, so a leader's death still wakes one or two.
+    const watched = names.slice(Math.max(0, index - 2), index).map((name) => registryPaths.electionCandidate(name));
+    const stats = await Promise.all(
+      watched.map((path) =>
+        this.zk.exists(path, (event) => {
+          if (event.type === 'deleted') void this.evaluate();
+        }),
+      ),
+    );
+    if (stats.some((stat) => !stat)) this.evaluations.again();
   }
 
   private async createCandidate(): Promise<void> {
@@ -204,6 +223,12 @@ export class LeaderElection extends TypedEmitter<LeaderElectionEvents> {
     this.emit('leader:elected', { epoch: candidate.epoch, instanceId: this.instanceId });
   }
 
+  private setNextInLine(next: boolean): void {
+    if (this.nextInLine === next) return;
+    this.nextInLine = next;
+    this.emit('standby', { next });
+  }
+
   private transition(to: LeadershipState): void {
     const from = this.stateValue;
     if (from === to) return;
@@ -217,6 +242,7 @@ export class LeaderElection extends TypedEmitter<LeaderElectionEvents> {
     const epoch = this.candidate?.epoch ?? 0;
     for (const off of this.unsubscribe.splice(0)) off();
     await this.evaluations.stop();
+    this.setNextInLine(false);
     this.transition('closed');
     if (wasLeading) this.emit('leader:lost', { epoch, reason: 'closed' });
     // Deleting our candidate lets the next candidate take over now, not one session timeout later.

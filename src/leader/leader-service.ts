@@ -23,6 +23,7 @@ import { QueueMoves } from './queue-moves';
 import { QueuePool } from './queue-pool';
 import { RedisReconcile, type ReconcileResult } from './redis-reconcile';
 import { ScheduleCache } from '../shared/cron/schedule-cache';
+import { REFRESH_RARER_THAN_MS, StandbyReads } from './standby-reads';
 import { Takeover } from './takeover';
 import { TaskChain } from './task-chain';
 import { TriggerDispatcher } from './trigger-dispatcher';
@@ -51,12 +52,20 @@ export interface LeaderServiceOptions {
    * takes longer.
    */
   dispatchLeadMs?: number;
+  /**
+   * Whether the candidate next in line loads every job's view before it is elected, so that its
+   * takeover only prepares them (SHARDCRON_WARM_STANDBY; default true). It costs that process the
+   * leader's memory and its ZooKeeper watches.
+   */
+  warmStandby?: boolean;
 }
 
 export interface LeaderServiceEvents {
   [event: string]: object;
   'leader:elected': { epoch: number };
   'leader:lost': { epoch: number; reason: string };
+  /** Next in line for leadership, this process has loaded every job's view (a warm standby). */
+  'standby:ready': { jobs: number; loadMs: number; ledgersRead: number };
   'fire:dispatched': { job: string; fireTime: number; source: ExecutionSource; items: number; epoch: number };
   'fire:skipped': { job: string; fireTime: number; reason: SkipReason | 'not-leader' };
   'job:invalid': { job: string; error: unknown };
@@ -86,16 +95,23 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   private readonly triggers: TriggerDispatcher;
   private readonly reconcile: RedisReconcile;
   private readonly schedules = new ScheduleCache();
+  private readonly reads: StandbyReads;
+  /** Per cron and time zone: whether it fires at least every REFRESH_RARER_THAN_MS. */
+  private readonly often = new Map<string, boolean>();
+  /** Per cron and time zone: its next fire after `from`, which holds until that fire. */
+  private readonly nextFires = new Map<string, { from: number; next: number }>();
   private timer: FireTimer | undefined;
   /** Counts changes of leadership: work of an earlier one is left to the next leader. */
   private generation = 0;
   private closing: Promise<void> | undefined;
+  private readonly warmStandby: boolean;
 
   constructor(options: LeaderServiceOptions) {
     const log = (options.logger ?? silentLogger).child({ component: 'leader', instanceId: options.instanceId });
     super(log);
     this.log = log;
     this.clock = options.clock ?? systemClock;
+    this.warmStandby = options.warmStandby ?? true;
     this.lead = new DispatchLead(options.dispatchLeadMs);
     this.queues = new QueuePool(options.redis, options.queuePrefix, options.completedKept);
     this.chain = new TaskChain(this.clock, log);
@@ -119,6 +135,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       },
     });
     const moves = new QueueMoves(this.chain, failover, isLeader, log);
+    const reads = (this.reads = new StandbyReads(options.zk, log, (job) => this.firesOften(registry!.jobs.get(job)?.view.config)));
     this.registry = registry = new JobRegistry({
       zk: options.zk,
       log,
@@ -133,6 +150,9 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       invalidConfig: (job, error) => this.emit('job:invalid', { job, error }),
       triggerRequested: (job, requestId) => this.triggers.requested(job, requestId),
       reshardNeeded: (job) => this.triggers.instancesChanged(job),
+      readAhead: (job) => reads.read(job),
+      forgetAhead: (job) => reads.forget(job),
+      nextFire: (_job, config) => this.nextFireOf(config),
     });
     this.takeover = new Takeover({
       zk: options.zk,
@@ -146,6 +166,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       jobs: this.registry.jobs,
       deliveryLeadMs: () => this.lead.deliveryMs,
       layOut: (job, total) => this.registry.layOut(job, total),
+      reads,
     });
     this.fires = new FireLoop({
       clock: this.clock,
@@ -199,6 +220,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       this.emit('leader:lost', { epoch, reason });
     });
     this.election.on('leader:resumed', () => this.fires.catchUp());
+    this.election.on('standby', ({ next }) => void this.standby(next));
     this.reconcile.start();
     await this.election.start();
     return this;
@@ -213,16 +235,41 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     return this.timer?.nextFireTime(job);
   }
 
+  /** Next in line: loads every job's view ahead of the takeover; no longer: forgets them. */
+  private async standby(next: boolean): Promise<void> {
+    if (!this.warmStandby || this.election.isLeader || this.closing) return;
+    if (!next) {
+      this.reads.clear();
+      await this.registry.clear();
+      return;
+    }
+    this.log.info('next in line for leadership: loading every job ahead of a takeover');
+    const started = this.clock.now();
+    try {
+      if (!(await this.registry.watch()) || this.election.isLeader) return;
+    } catch (err) {
+      this.log.warn({ err }, 'could not load the jobs ahead of a takeover; a takeover loads them');
+      await this.registry.clear();
+      return;
+    }
+    const event = { jobs: this.registry.jobs.size, loadMs: this.clock.now() - started, ledgersRead: this.reads.currentLedgers };
+    this.log.info(event, 'warm standby: every job loaded');
+    this.emit('standby:ready', event);
+  }
+
   private async activate(epoch: number): Promise<void> {
     const generation = ++this.generation;
-    this.log.info({ epoch }, 'leading: loading jobs');
+    this.log.info({ epoch, warm: this.registry.watching }, this.registry.watching ? 'leading: preparing the jobs loaded as a standby' : 'leading: loading jobs');
     // The timer runs the lead ahead of the wall clock: a fire is handed out that long before its
     // nominal time, planned and ledgered; enqueued shortly before it; started by workers at it.
     const clock = this.clock;
     const ahead: Clock = { now: () => clock.now() + this.lead.ms, setTimeout: (fn, ms) => clock.setTimeout(fn, ms), clearTimeout: (h) => clock.clearTimeout(h) };
     this.timer = new FireTimer({ clock: ahead, onDue: (due) => this.fires.onDue(due), logger: this.log });
     try {
-      if (!(await this.registry.load())) return;
+      const loaded = await this.registry.load();
+      // What a standby read ahead is of no use once the takeover is done.
+      this.reads.clear();
+      if (!loaded) return;
     } catch (err) {
       this.log.error({ err }, 'could not load the jobs; waiting for the next election');
       return;
@@ -242,7 +289,46 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.fires.end();
     this.triggers.end();
     this.schedules.clear();
+    this.often.clear();
+    this.nextFires.clear();
+    this.reads.clear();
     await this.registry.clear();
+  }
+
+  /** The next fire time of a job with `config` (Infinity: none, or an invalid cron). */
+  private nextFireOf(config: JobConfig | undefined): number {
+    if (!config?.cron) return Infinity;
+    const key = `${config.timeZone ?? ''}\u0000${config.cron}`;
+    const now = this.clock.now();
+    const known = this.nextFires.get(key);
+    if (known && known.from <= now && now < known.next) return known.next;
+    let next: number;
+    try {
+      next = this.schedules.get(config.cron, config.timeZone).next(now) ?? Infinity;
+    } catch {
+      next = Infinity;
+    }
+    this.nextFires.set(key, { from: now, next });
+    return next;
+  }
+
+  /** Whether a job with `config` fires at least every REFRESH_RARER_THAN_MS (unknown: yes). */
+  private firesOften(config: JobConfig | undefined): boolean {
+    if (!config?.cron) return false;
+    const key = `${config.timeZone ?? ''}\u0000${config.cron}`;
+    let often = this.often.get(key);
+    if (often === undefined) {
+      try {
+        const schedule = this.schedules.get(config.cron, config.timeZone);
+        const first = schedule.next(this.clock.now());
+        const second = first === null ? null : schedule.next(first);
+        often = second !== null && second - first! <= REFRESH_RARER_THAN_MS;
+      } catch {
+        often = true;
+      }
+      this.often.set(key, often);
+    }
+    return often;
   }
 
   /** (Re)arms a job's timer entry; `after` = the last fire already handled (a ledger's), else now. */

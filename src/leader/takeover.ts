@@ -16,6 +16,7 @@ import type { JobState } from './fire-dispatcher';
 import type { Clock } from './fire-timer';
 import type { QueuePool } from './queue-pool';
 import type { QueueMoves } from './queue-moves';
+import type { StandbyReads } from './standby-reads';
 import type { TaskChain } from './task-chain';
 
 /**
@@ -40,6 +41,8 @@ export interface TakeoverDeps {
   deliveryLeadMs(): number;
   /** Lays out a job's item nodes (one that never fired may have none). */
   layOut(job: string, total: number): void;
+  /** What a warm standby read ahead and still knows to be current (nothing after a cold start). */
+  reads: StandbyReads;
 }
 
 /** A new leader's catching up with what its predecessor left. */
@@ -51,13 +54,14 @@ export class Takeover {
    * failover intents left. Resolves with the ledgered fire time its schedule continues after.
    */
   async prepareJob(job: string, state: JobState): Promise<number | undefined> {
-    const ledger = await this.readLedger(job, state);
+    const known = this.deps.reads.facts(job);
+    const ledger = await this.readLedger(job, state, known.ledger);
     const config = state.view.config;
     // A job that never fired may have no item nodes yet: lay them out before its first fire.
     if (!ledger && config) this.deps.layOut(job, config.shardingTotalCount);
     state.assignment = ledger ? assignmentOf(ledger) : undefined;
     if (ledger) await this.replay(job, state, ledger);
-    await this.deps.failover.resumeIntents(job).catch((err) => this.deps.log.error({ err, job }, 'could not finish failover intents'));
+    if (!known.noIntents) await this.deps.failover.resumeIntents(job).catch((err) => this.deps.log.error({ err, job }, 'could not finish failover intents'));
     return ledger?.fireTime;
   }
 
@@ -69,9 +73,10 @@ export class Takeover {
     for (const { from, queue } of orphans) this.deps.moves.schedule(from, queue, 'lost');
   }
 
-  private async readLedger(job: string, state: JobState): Promise<FireLedger | undefined> {
+  /** The job's last ledger: as a warm standby knows it (`known`: text, null for none), else read. */
+  private async readLedger(job: string, state: JobState, known: string | null | undefined): Promise<FireLedger | undefined> {
     const path = registryPaths.leaderFire(job);
-    const text = await this.deps.zk.getText(path);
+    const text = known !== undefined ? (known ?? undefined) : await this.deps.zk.getText(path);
     if (text !== undefined) state.ledgerReady = true;
     if (!text) return undefined;
     try {

@@ -217,6 +217,13 @@ const cases: VariableCase[] = [
     invalid: [['yes', 'is not a value'], ['ON', 'accepted: on, off']],
   },
   {
+    name: 'SHARDCRON_WARM_STANDBY',
+    read: (c) => c.warmStandby,
+    defaultValue: true,
+    valid: [['on', true], ['off', false]],
+    invalid: [['true', 'is not a value'], ['Off', 'accepted: on, off']],
+  },
+  {
     name: 'SHARDCRON_INSTANCE_ID',
     read: (c) => c.instanceId,
     defaultValue: undefined,
@@ -378,6 +385,7 @@ describe('loadEnvConfig', () => {
       roles: ['scheduler', 'worker', 'console'],
       concurrency: 10,
       itemLease: false,
+      warmStandby: true,
       ops: { host: '127.0.0.1', port: 8080 },
       historyRecent: 1000,
       completedKept: 0,

@@ -76,6 +76,8 @@ export interface ShardcronEnvConfig {
   readonly consumers?: number;
   /** monitorExecution's lock kept as a lease across fires (SHARDCRON_ITEM_LEASE, default off). */
   readonly itemLease: boolean;
+  /** The scheduler next in line loads every job before a takeover (SHARDCRON_WARM_STANDBY, default on). */
+  readonly warmStandby: boolean;
   /** Overrides the default `{ip}@-@{pid}`. */
   readonly instanceId?: string;
   /** A Redis Cluster's seed nodes (SHARDCRON_REDIS_CLUSTER_NODES): every key of the namespace then shares the hash tag `{namespace}`. */
@@ -163,6 +165,8 @@ export const ENV_VARIABLES = Object.freeze([
     'BullMQ consumers one worker instance splits the requests it takes at once (concurrency + prefetch) over, 1-64. Unset: one per 8 of concurrency, at most 16. Each fetches jobs one round trip at a time, so several start a fire\'s items sooner; each holds one Redis connection.'),
   variable('SHARDCRON_ITEM_LEASE', 'off',
     'With monitorExecution, `on`: a worker keeps an item\'s `running` node as a lease across fires and records each run in Redis, so a run costs no ZooKeeper request; `off`: the node is created and deleted, and the run recorded in ZooKeeper, per run (docs/design-notes.md, "Item leases"). Every worker of a namespace must use the same value: turn it on for a namespace once all its workers run a version that has it, with all of them restarted together.'),
+  variable('SHARDCRON_WARM_STANDBY', 'on',
+    'Scheduler role, `on`: the candidate next in line for leadership loads and follows every job while it waits, so that its takeover reads only what changed since (10,000 jobs: every job ready 0.6 s after the election instead of 8.7 s); it then holds about the leader\'s memory and ZooKeeper watches. Candidates further back load nothing. `off`: a new leader loads every job when elected (docs/design-notes.md, "Warm standby").'),
   variable('SHARDCRON_INSTANCE_ID', undefined,
     'Overrides the instance id `{ip}@-@{pid}`: 1-128 printable ASCII characters, no spaces, no `/`. Must be unique among the live processes of the namespace.'),
   variable('SHARDCRON_OPS_HOST', '127.0.0.1',
@@ -242,6 +246,7 @@ const shape = {
   SHARDCRON_PREFETCH: optional(integer(...WORKER_BOUNDS.prefetch)),
   SHARDCRON_CONSUMERS: optional(integer(...WORKER_BOUNDS.consumers)),
   SHARDCRON_ITEM_LEASE: withDefault('SHARDCRON_ITEM_LEASE', oneOf(['on', 'off'] as const, 'value')),
+  SHARDCRON_WARM_STANDBY: withDefault('SHARDCRON_WARM_STANDBY', oneOf(['on', 'off'] as const, 'value')),
   SHARDCRON_INSTANCE_ID: optional(parseInstanceId),
   SHARDCRON_OPS_HOST: withDefault('SHARDCRON_OPS_HOST', parseOpsHost),
   SHARDCRON_OPS_PORT: withDefault('SHARDCRON_OPS_PORT', integer(0, 65535)),
@@ -349,6 +354,7 @@ export const envSchema = z.preprocess(
     ...(env.SHARDCRON_PREFETCH !== undefined && { prefetch: env.SHARDCRON_PREFETCH }),
     ...(env.SHARDCRON_CONSUMERS !== undefined && { consumers: env.SHARDCRON_CONSUMERS }),
     itemLease: env.SHARDCRON_ITEM_LEASE === 'on',
+    warmStandby: env.SHARDCRON_WARM_STANDBY === 'on',
     ...(env.SHARDCRON_INSTANCE_ID !== undefined && { instanceId: env.SHARDCRON_INSTANCE_ID }),
     ...(env.SHARDCRON_REDIS_CLUSTER_NODES !== undefined && { redisClusterNodes: env.SHARDCRON_REDIS_CLUSTER_NODES }),
     ...(env.SHARDCRON_REDIS_SENTINELS !== undefined &&

@@ -1,0 +1,130 @@
+/**
+ * How long a leader's death stops the dispatch: `N=10000 MIX=issue23 npx tsx bench/tools/takeover.ts [DIST]`.
+ * Starts its own ZooKeeper and Redis, registers N one-item jobs (monitorExecution off; MIX=issue23:
+ * 1% every second, 20% every minute, the rest hourly or daily; else all every second) through a
+ * worker process, starts a leader process (both running DIST, default this checkout's dist/;
+ * `npm run build` first), then a second scheduler in this process (from the sources), which is next
+ * in line. WARM=off starts it with SHARDCRON_WARM_STANDBY=off. Once it is ready (warm: every job
+ * loaded; off: following), the leader is killed with SIGKILL and the tool prints the time from the
+ * kill to the standby's election, from the election to its `leader:elected` (every job prepared)
+ * and to its first dispatch, its CPU and ZooKeeper's over the takeover, and its RSS.
+ * SESSION_MS sets every process's ZooKeeper session timeout (default 4000). PROFILE=file.cpuprofile
+ * writes a CPU profile of the standby from the kill to its first dispatch.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import path from 'node:path';
+import { startNode } from '../../src';
+import { RedisServer } from '../../src/dev/redis-server';
+import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
+
+const N = Number(process.env.N ?? 10_000);
+const SESSION_MS = Number(process.env.SESSION_MS ?? 4_000);
+const WARM = process.env.WARM !== 'off';
+
+const WORKER = `
+const { defineJob, startNode } = require(process.argv[1]);
+(async () => {
+  const n = Number(process.argv[2]);
+  const cron = (i) => process.argv[3] !== 'issue23' ? '* * * * * ?' : i < n / 100 ? '* * * * * ?' : i < n / 100 + n / 5 ? '0 * * * * ?' : i % 2 ? '0 0 * * * ?' : '0 0 3 * * ?';
+  const jobs = Array.from({ length: n }, (_, i) => defineJob({ name: 's' + i, cron: cron(i), monitorExecution: false, execute: async () => {} }));
+  await startNode({ roles: ['worker'], jobs, concurrency: 200 });
+  process.stdout.write('ready\\n');
+})();`;
+
+const LEADER = `
+const { startNode } = require(process.argv[1]);
+(async () => {
+  const node = await startNode({ roles: ['scheduler'] });
+  node.leader.on('leader:elected', () => process.stdout.write('ready\\n'));
+})();`;
+
+/** CPU milliseconds of `pid` so far (utime + stime from /proc, 100 ticks a second). */
+function cpuMs(pid: number): number {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/** Spawns a node running `script` and resolves once it prints `ready`. */
+function spawnReady(script: string, args: string[], env: NodeJS.ProcessEnv): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['-e', script, ...args], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    child.on('exit', (code) => reject(new Error(`${env.SHARDCRON_INSTANCE_ID} exited with ${code}`)));
+    child.stdout!.on('data', (chunk) => {
+      if (String(chunk).includes('ready')) resolve(child);
+    });
+  });
+}
+
+async function main(): Promise<void> {
+  if (!Number.isInteger(N) || N < 1) throw new Error(`N must be a positive whole number, got ${process.env.N}`);
+  const dist = path.resolve(process.argv[2] ?? path.join(__dirname, '..', '..', 'dist'));
+  const zk = await ZooKeeperServer.start({ jvm: 'server', maxHeapMb: Number(process.env.ZK_HEAP_MB ?? 2048) });
+  const redis = await RedisServer.start();
+  const env = {
+    SHARDCRON_ZK: zk.connectionString,
+    SHARDCRON_REDIS_URL: redis.url,
+    SHARDCRON_NAMESPACE: 'takeover',
+    SHARDCRON_LOG_LEVEL: 'silent',
+    SHARDCRON_ZK_SESSION_TIMEOUT_MS: String(SESSION_MS),
+  };
+  const children: ChildProcess[] = [];
+  try {
+    const started = Date.now();
+    children.push(await spawnReady(WORKER, [dist, String(N), process.env.MIX ?? ''], { ...env, SHARDCRON_INSTANCE_ID: 'worker-1' }));
+    const leader = await spawnReady(LEADER, [dist], { ...env, SHARDCRON_INSTANCE_ID: 'leader-1' });
+    children.push(leader);
+    process.stdout.write(`${N} jobs registered and led after ${Date.now() - started} ms\n`);
+
+    Object.assign(process.env, env, { SHARDCRON_INSTANCE_ID: 'standby-1', SHARDCRON_WARM_STANDBY: WARM ? 'on' : 'off' });
+    const node = await startNode({ roles: ['scheduler'] });
+    const standby = node.leader!;
+    if (WARM) {
+      const ready = await new Promise<{ jobs: number; loadMs: number }>((resolve) => standby.once('standby:ready', resolve));
+      process.stdout.write(`standby loaded ${ready.jobs} jobs in ${ready.loadMs} ms; RSS ${Math.round(process.memoryUsage().rss / 2 ** 20)} MB\n`);
+    }
+    // Let the leader's fires and the standby's watches settle into the steady state.
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+
+    const timings: Record<string, number> = {};
+    const done = new Promise<void>((resolve) => {
+      standby.election.once('leader:elected', () => (timings.elected = Date.now()));
+      standby.once('leader:elected', () => (timings.prepared = Date.now()));
+      standby.once('fire:dispatched', () => {
+        timings.dispatched = Date.now();
+        resolve();
+      });
+    });
+    const session = new Session();
+    session.connect();
+    if (process.env.PROFILE) {
+      await session.post('Profiler.enable');
+      await session.post('Profiler.start');
+    }
+    const zkBefore = cpuMs(zk.pid!);
+    const cpuBefore = process.cpuUsage();
+    leader.kill('SIGKILL');
+    const killed = Date.now();
+    await done;
+    const cpu = process.cpuUsage(cpuBefore);
+    process.stdout.write(
+      `${WARM ? 'warm' : 'cold'} standby, ${N} jobs, ${SESSION_MS} ms sessions: kill to elected ${timings.elected - killed} ms; ` +
+        `elected to every job prepared ${timings.prepared - timings.elected} ms, to first dispatch ${timings.dispatched - timings.elected} ms; ` +
+        `kill to first dispatch ${timings.dispatched - killed} ms; standby CPU ${Math.round((cpu.user + cpu.system) / 1000)} ms, ZooKeeper CPU ${cpuMs(zk.pid!) - zkBefore} ms; ` +
+        `standby RSS ${Math.round(process.memoryUsage().rss / 2 ** 20)} MB\n`,
+    );
+    if (process.env.PROFILE) fs.writeFileSync(process.env.PROFILE, JSON.stringify((await session.post('Profiler.stop')).profile));
+    session.disconnect();
+    await node.close();
+  } finally {
+    for (const child of children) child.kill('SIGKILL');
+    await zk.stop();
+    await redis.stop();
+  }
+}
+
+main().then(() => process.exit(0), (err) => {
+  process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+});
