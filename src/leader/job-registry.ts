@@ -249,7 +249,8 @@ export class JobRegistry {
 
   /** A new leader's work for a loaded job (its ledger, replay and failover intents), then its timer entry. Once per job. */
   private async prepare(name: string, state: JobState, generation: number): Promise<void> {
-    if (this.prepared.has(state) || generation !== this.generation) return;
+    // A job removed meanwhile is not replayed (its requests would run after its removal).
+    if (this.prepared.has(state) || generation !== this.generation || this.jobs.get(name) !== state) return;
     this.prepared.add(state);
     try {
       const after = await this.deps.prepare(name, state);

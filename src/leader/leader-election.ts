@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { jsonCodec } from '../shared/codec';
-import { ErrorCodes, ShardcronError } from '../shared/errors';
+import { ErrorCodes, hasCode, ShardcronError } from '../shared/errors';
 import { silentLogger, type Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry/registry-paths';
 import { CoalescingRunner } from '../shared/coalescing-runner';
 import { TypedEmitter } from '../shared/typed-emitter';
-import { ZkError, type ZkClient } from '../shared/zk';
+import { ZkError, type ZkClient, type ZkWatchEvent } from '../shared/zk';
 
 /**
  * `follower`: a candidate waiting its turn. `leader`: elected and connected. `suspended`: elected
@@ -155,8 +155,6 @@ export class LeaderElection extends TypedEmitter<LeaderElectionEvents> {
     }
     const index = names.indexOf(mine);
     if (index === 0) {
-      // Elected: a standby's loaded jobs become the leader's, so no `standby` event.
-      this.nextInLine = false;
       if (this.stateValue === 'suspended') {
         this.transition('leader');
         this.emit('leader:resumed', { epoch: this.candidate!.epoch });
@@ -170,15 +168,14 @@ export class LeaderElection extends TypedEmitter<LeaderElectionEvents> {
     // (with both there, one candidate still stands between it and the leader). Each candidate
     // node is watched by two candidates at most, so a leader's death still wakes one or two.
     const watched = names.slice(Math.max(0, index - 2), index).map((name) => registryPaths.electionCandidate(name));
-    const stats = await Promise.all(
-      watched.map((path) =>
-        this.zk.exists(path, (event) => {
-          if (event.type === 'deleted') void this.evaluate();
-        }),
-      ),
-    );
+    const stats = await Promise.all(watched.map((path) => this.zk.exists(path, this.onPredecessorEvent)));
     if (stats.some((stat) => !stat)) this.evaluations.again();
   }
+
+  /** One watcher for every predecessor: the client keeps one registration per function and path. */
+  private readonly onPredecessorEvent = (event: ZkWatchEvent): void => {
+    if (event.type === 'deleted') void this.evaluate();
+  };
 
   private async createCandidate(): Promise<void> {
     const data = candidateCodec.encode({ instanceId: this.instanceId, token: this.token });
@@ -217,7 +214,17 @@ export class LeaderElection extends TypedEmitter<LeaderElectionEvents> {
     const tx = this.zk.fencedMulti(fence);
     // A leftover leader node can only belong to a session that is ending; replace it.
     if (existing) tx.delete(leaderPath, existing.version);
-    await tx.create(leaderPath, data, 'ephemeral').commit();
+    try {
+      await tx.create(leaderPath, data, 'ephemeral').commit();
+    } catch (err) {
+      // The leftover node went (or changed) between the look and the write: look again.
+      if (!hasCode(err, ErrorCodes.ZK_NO_NODE) && !hasCode(err, ErrorCodes.ZK_NODE_EXISTS) && !hasCode(err, ErrorCodes.ZK_BAD_VERSION)) throw err;
+      this.log.info({ err }, 'the leader node changed while taking it; trying again');
+      this.evaluations.again();
+      return;
+    }
+    // Elected: a standby's loaded jobs become the leader's, so no `standby` event.
+    this.nextInLine = false;
     this.transition('leader');
     this.log.info({ epoch: candidate.epoch }, 'elected leader');
     this.emit('leader:elected', { epoch: candidate.epoch, instanceId: this.instanceId });

@@ -105,6 +105,8 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   private generation = 0;
   private closing: Promise<void> | undefined;
   private readonly warmStandby: boolean;
+  private readonly zkClient: ZkClient;
+  private offSessionLost: (() => void) | undefined;
 
   constructor(options: LeaderServiceOptions) {
     const log = (options.logger ?? silentLogger).child({ component: 'leader', instanceId: options.instanceId });
@@ -112,6 +114,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.log = log;
     this.clock = options.clock ?? systemClock;
     this.warmStandby = options.warmStandby ?? true;
+    this.zkClient = options.zk;
     this.lead = new DispatchLead(options.dispatchLeadMs);
     this.queues = new QueuePool(options.redis, options.queuePrefix, options.completedKept);
     this.chain = new TaskChain(this.clock, log);
@@ -221,6 +224,8 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     });
     this.election.on('leader:resumed', () => this.fires.catchUp());
     this.election.on('standby', ({ next }) => void this.standby(next));
+    // What was read ahead is current only while the watches of the session that read it live.
+    this.offSessionLost = this.zkClient.on('lost', () => this.reads.clear());
     this.reconcile.start();
     await this.election.start();
     return this;
@@ -249,6 +254,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       if (!(await this.registry.watch()) || this.election.isLeader) return;
     } catch (err) {
       this.log.warn({ err }, 'could not load the jobs ahead of a takeover; a takeover loads them');
+      this.reads.clear();
       await this.registry.clear();
       return;
     }
@@ -348,6 +354,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   }
 
   private async doClose(): Promise<void> {
+    this.offSessionLost?.();
     this.reconcile.close();
     await this.election.close();
     if (this.chain.waiting > 0) this.log.info({ fires: this.chain.waiting }, 'closing before prepared fires were due; the next leader replays their ledgers');
