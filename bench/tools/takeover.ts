@@ -17,6 +17,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import path from 'node:path';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { startNode } from '../../src';
 import { RedisServer } from '../../src/dev/redis-server';
 import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
@@ -79,12 +80,36 @@ async function main(): Promise<void> {
     children.push(leader);
     process.stdout.write(`${N} jobs registered and led after ${Date.now() - started} ms\n`);
 
-    Object.assign(process.env, env, { SHARDCRON_INSTANCE_ID: 'standby-1', SHARDCRON_WARM_STANDBY: WARM ? 'on' : 'off' });
+    // STANDBY_LOG=info: the standby's log on stdout (pino lines).
+    Object.assign(process.env, env, { SHARDCRON_INSTANCE_ID: 'standby-1', SHARDCRON_WARM_STANDBY: WARM ? 'on' : 'off', SHARDCRON_LOG_LEVEL: process.env.STANDBY_LOG ?? 'silent' });
+    // The standby's longest event-loop stall and garbage-collection pause, and its session losses.
+    const loopDelay = monitorEventLoopDelay({ resolution: 20 });
+    loopDelay.enable();
+    let longestGcMs = 0;
+    const gcs = new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) longestGcMs = Math.max(longestGcMs, entry.duration);
+    });
+    gcs.observe({ entryTypes: ['gc'] });
+    const loadStarted = Date.now();
+    // PROFILE_LOAD=file.cpuprofile: a CPU profile of the standby's load instead.
+    const loadSession = new Session();
+    loadSession.connect();
+    if (process.env.PROFILE_LOAD) {
+      await loadSession.post('Profiler.enable');
+      await loadSession.post('Profiler.start');
+    }
     const node = await startNode({ roles: ['scheduler'] });
     const standby = node.leader!;
+    let sessionsLost = 0;
+    node.zk.on('lost', () => (sessionsLost += 1));
+    const stalls = () => `longest event-loop stall ${Math.round(loopDelay.max / 1e6)} ms, longest GC pause ${Math.round(longestGcMs)} ms, sessions lost ${sessionsLost}`;
     if (WARM) {
       const ready = await new Promise<{ jobs: number; loadMs: number }>((resolve) => standby.once('standby:ready', resolve));
-      process.stdout.write(`standby loaded ${ready.jobs} jobs in ${ready.loadMs} ms; RSS ${Math.round(process.memoryUsage().rss / 2 ** 20)} MB\n`);
+      process.stdout.write(`standby loaded ${ready.jobs} jobs in ${ready.loadMs} ms (${Date.now() - loadStarted} ms after its start); RSS ${Math.round(process.memoryUsage().rss / 2 ** 20)} MB; ${stalls()}\n`);
+      loopDelay.reset();
+      longestGcMs = 0;
+      if (process.env.PROFILE_LOAD) fs.writeFileSync(process.env.PROFILE_LOAD, JSON.stringify((await loadSession.post('Profiler.stop')).profile));
+      loadSession.disconnect();
     }
     // Let the leader's fires and the standby's watches settle into the steady state, then wait
     // for second KILL_AT of a minute.
@@ -122,7 +147,8 @@ async function main(): Promise<void> {
         `standby RSS ${Math.round(process.memoryUsage().rss / 2 ** 20)} MB\n`,
     );
     await new Promise((resolve) => setTimeout(resolve, 1_000));
-    process.stdout.write(`job-fires dispatched in the first second after the first: ${dispatches}\n`);
+    process.stdout.write(`job-fires dispatched in the first second after the first: ${dispatches}; since the standby was ready: ${stalls()}\n`);
+    gcs.disconnect();
     if (process.env.PROFILE) fs.writeFileSync(process.env.PROFILE, JSON.stringify((await session.post('Profiler.stop')).profile));
     session.disconnect();
     await node.close();

@@ -143,9 +143,13 @@ export class JobRegistry {
   private async loadViews(generation: number): Promise<void> {
     const jobsCache = new ChildrenCache(this.deps.zk, { path: '/', logger: this.deps.log });
     this.jobsCache = jobsCache;
-    jobsCache.on('added', ({ name }) => void this.add(name, generation));
     jobsCache.on('removed', ({ name }) => void this.remove(name));
     await jobsCache.start();
+    // The jobs there at the start load a bounded number at a time, below: the cache's `added` for
+    // each of them, heard from the start, began every load in one turn of the event loop, which at
+    // 100,000 jobs stalled it for 13 s (longer than a 10 s session: the standby lost its session
+    // and loaded again). A job that comes later is in `names()` or announced by `added`.
+    jobsCache.on('added', ({ name }) => void this.add(name, generation));
     // Bounded: a leader's load reads a ledger and failover intents, which the caches' limit does not cover.
     await forEachLimited(jobsCache.names(), JOBS_LOADING_AT_ONCE, (name) => this.add(name, generation));
   }

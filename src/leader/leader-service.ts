@@ -30,6 +30,11 @@ import { TriggerDispatcher } from './trigger-dispatcher';
 
 export { MAX_DISPATCH_LEAD_MS } from './dispatch-lead';
 
+/** After a load ahead of a takeover did not finish, the next waits this long, doubled per failure in a row. */
+const WARM_RETRY_MS = 10_000;
+/** The longest such wait. */
+const WARM_RETRY_MAX_MS = 5 * 60_000;
+
 export interface LeaderServiceOptions {
   zk: ZkClient;
   /** Redis connection the queues share (createRedisClient: BullMQ wants `maxRetriesPerRequest: null`). */
@@ -107,6 +112,13 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   private readonly warmStandby: boolean;
   private readonly zkClient: ZkClient;
   private offSessionLost: (() => void) | undefined;
+  /** Whether the election says this process is next in line. */
+  private nextInLine = false;
+  /** A load ahead of a takeover is running. */
+  private warmLoading = false;
+  /** Loads ahead of a takeover that did not finish, in a row (a session lost while loading, an error). */
+  private warmFailures = 0;
+  private warmRetry: ReturnType<Clock['setTimeout']> | undefined;
 
   constructor(options: LeaderServiceOptions) {
     const log = (options.logger ?? silentLogger).child({ component: 'leader', instanceId: options.instanceId });
@@ -242,22 +254,47 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
 
   /** Next in line: loads every job's view ahead of the takeover; no longer: forgets them. */
   private async standby(next: boolean): Promise<void> {
+    this.nextInLine = next;
     if (!this.warmStandby || this.election.isLeader || this.closing) return;
     if (!next) {
+      if (this.warmRetry !== undefined) this.clock.clearTimeout(this.warmRetry);
+      this.warmRetry = undefined;
+      // A load cut short (its session was lost) counts as a failure: a process that cannot keep its
+      // session while loading would otherwise reload in a loop, at the leader's and ZooKeeper's cost.
+      if (this.warmLoading) this.warmFailures += 1;
       this.reads.clear();
       await this.registry.clear();
       return;
     }
+    if (this.warmFailures === 0) return this.warmUp();
+    const waitMs = Math.min(WARM_RETRY_MAX_MS, WARM_RETRY_MS * 2 ** (this.warmFailures - 1));
+    this.log.warn(
+      { failures: this.warmFailures, waitMs },
+      'the last loads ahead of a takeover did not finish (a ZooKeeper session lost while loading: raise SHARDCRON_ZK_SESSION_TIMEOUT_MS or give the process more CPU); loading again later, and a takeover meanwhile loads every job itself',
+    );
+    this.warmRetry = this.clock.setTimeout(() => {
+      this.warmRetry = undefined;
+      if (this.nextInLine) void this.warmUp();
+    }, waitMs);
+  }
+
+  private async warmUp(): Promise<void> {
+    if (this.election.isLeader || this.closing || this.registry.watching) return;
     this.log.info('next in line for leadership: loading every job ahead of a takeover');
     const started = this.clock.now();
+    this.warmLoading = true;
     try {
       if (!(await this.registry.watch()) || this.election.isLeader) return;
     } catch (err) {
+      this.warmFailures += 1;
       this.log.warn({ err }, 'could not load the jobs ahead of a takeover; a takeover loads them');
       this.reads.clear();
       await this.registry.clear();
       return;
+    } finally {
+      this.warmLoading = false;
     }
+    this.warmFailures = 0;
     const event = { jobs: this.registry.jobs.size, loadMs: this.clock.now() - started, ledgersRead: this.reads.currentLedgers };
     this.log.info(event, 'warm standby: every job loaded');
     this.emit('standby:ready', event);
@@ -355,6 +392,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
 
   private async doClose(): Promise<void> {
     this.offSessionLost?.();
+    if (this.warmRetry !== undefined) this.clock.clearTimeout(this.warmRetry);
     this.reconcile.close();
     await this.election.close();
     if (this.chain.waiting > 0) this.log.info({ fires: this.chain.waiting }, 'closing before prepared fires were due; the next leader replays their ledgers');
