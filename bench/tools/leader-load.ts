@@ -14,6 +14,7 @@ import path from 'node:path';
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { startNode } from '../../src';
+import { procSample } from '../lib/services';
 import { RedisServer } from '../../src/dev/redis-server';
 import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 
@@ -31,11 +32,8 @@ const { defineJob, startNode } = require(process.argv[1]);
   process.stdout.write('registered ' + (Date.now() - started) + '\\n');
 })();`;
 
-/** CPU milliseconds of `pid` so far (utime + stime from /proc, 100 ticks a second). */
-function cpuMs(pid: number): number {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
+/** CPU milliseconds of `pid` so far. */
+const cpuMs = (pid: number): number => Math.round(procSample(pid).cpuSeconds * 1000);
 
 async function main(): Promise<void> {
   if (!Number.isInteger(N) || N < 1) throw new Error(`N must be a positive whole number, got ${process.env.N}`);

@@ -19,6 +19,7 @@ import { Session } from 'node:inspector/promises';
 import path from 'node:path';
 import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { startNode } from '../../src';
+import { procSample } from '../lib/services';
 import { RedisServer } from '../../src/dev/redis-server';
 import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 
@@ -43,11 +44,8 @@ const { startNode } = require(process.argv[1]);
   node.leader.on('leader:elected', () => process.stdout.write('ready\\n'));
 })();`;
 
-/** CPU milliseconds of `pid` so far (utime + stime from /proc, 100 ticks a second). */
-function cpuMs(pid: number): number {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
+/** CPU milliseconds of `pid` so far. */
+const cpuMs = (pid: number): number => Math.round(procSample(pid).cpuSeconds * 1000);
 
 /** Spawns a node running `script` and resolves once it prints `ready`. */
 function spawnReady(script: string, args: string[], env: NodeJS.ProcessEnv): Promise<ChildProcess> {

@@ -22,7 +22,7 @@ import { LeaderElection } from './leader-election';
 import { QueueMoves } from './queue-moves';
 import { QueuePool } from './queue-pool';
 import { RedisReconcile, type ReconcileResult } from './redis-reconcile';
-import { ScheduleCache } from '../shared/cron/schedule-cache';
+import { ScheduleCache, scheduleKey } from '../shared/cron/schedule-cache';
 import { REFRESH_RARER_THAN_MS, StandbyReads } from './standby-reads';
 import { Takeover } from './takeover';
 import { TaskChain } from './task-chain';
@@ -341,7 +341,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   /** The next fire time of a job with `config` (Infinity: none, or an invalid cron). */
   private nextFireOf(config: JobConfig | undefined): number {
     if (!config?.cron) return Infinity;
-    const key = `${config.timeZone ?? ''}\u0000${config.cron}`;
+    const key = scheduleKey(config.cron, config.timeZone);
     const now = this.clock.now();
     const known = this.nextFires.get(key);
     if (known && known.from <= now && now < known.next) return known.next;
@@ -358,7 +358,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   /** Whether a job with `config` fires at least every REFRESH_RARER_THAN_MS (unknown: yes). */
   private firesOften(config: JobConfig | undefined): boolean {
     if (!config?.cron) return false;
-    const key = `${config.timeZone ?? ''}\u0000${config.cron}`;
+    const key = scheduleKey(config.cron, config.timeZone);
     let often = this.often.get(key);
     if (often === undefined) {
       try {

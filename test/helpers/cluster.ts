@@ -7,6 +7,7 @@ import { startNode, type ShardcronNode, type StartNodeOptions } from '../../src/
 import type { ExecutionEvent } from '../../src/worker/item-executor';
 import type { RedisServer } from '../../src/dev/redis-server';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
+import { waitFor } from './services';
 import { uniqueNamespace } from './zk';
 
 /** Logs go to a file when SHARDCRON_TEST_LOG names one, else nowhere. */
@@ -49,6 +50,17 @@ export class TestCluster {
 
   finishes(job?: string): ExecutionEvent[] {
     return this.log.filter((r) => r.event === 'finish' && (!job || r.job === job));
+  }
+
+  /** Waits until `count` complete fires of `job` have a fire time after `afterMs`; returns the first `count`. */
+  waitForCompleteFires(job: string, items: number, afterMs: number, count: number, timeoutMs = 15_000): Promise<number[]> {
+    return waitFor(
+      () => {
+        const fires = this.completeFires(job, items).filter((f) => f > afterMs);
+        return fires.length >= count ? fires.slice(0, count) : undefined;
+      },
+      { timeoutMs, message: `${count} complete fires of ${job} after ${new Date(afterMs).toISOString()}` },
+    );
   }
 
   /** Fire times (ascending) for which every item in `items` has started. */

@@ -30,15 +30,8 @@ const everySecond = '* * * * * ?';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Waits until `count` complete fires of `job` have a fire time after `afterMs`; returns them. */
-async function firesAfter(job: string, items: number, afterMs: number, count: number, timeoutMs = 15_000): Promise<number[]> {
-  return waitFor(
-    () => {
-      const fires = cluster.completeFires(job, items).filter((f) => f > afterMs);
-      return fires.length >= count ? fires.slice(0, count) : undefined;
-    },
-    { timeoutMs, message: `${count} complete fires of ${job} after ${new Date(afterMs).toISOString()}` },
-  );
-}
+const firesAfter = (job: string, items: number, afterMs: number, count: number, timeoutMs?: number): Promise<number[]> =>
+  cluster.waitForCompleteFires(job, items, afterMs, count, timeoutMs);
 
 /** Asserts that no (fire, item) of `job` started twice. */
 function expectNoDuplicateStarts(job: string): void {

@@ -38,16 +38,8 @@ async function scheduler(instanceId: string, warmStandby?: boolean): Promise<{ n
   return { node, ready };
 }
 
-/** The fires (ascending) of `job` after `afterMs` on which all of `items` started; waits for `count`. */
-function completeFiresAfter(job: string, items: number, afterMs: number, count: number): Promise<number[]> {
-  return waitFor(
-    () => {
-      const fires = cluster.completeFires(job, items).filter((f) => f > afterMs);
-      return fires.length >= count ? fires : undefined;
-    },
-    { timeoutMs: 20_000, message: `${count} complete fires of ${job}` },
-  );
-}
+/** The first `count` fires of `job` after `afterMs` on which all of `items` started. */
+const completeFiresAfter = (job: string, items: number, afterMs: number, count: number): Promise<number[]> => cluster.waitForCompleteFires(job, items, afterMs, count, 20_000);
 
 /** Every fire of `job` from its first to its last started each item exactly once. */
 function expectEveryFireOnce(job: string, items: number): void {
