@@ -27,9 +27,18 @@ const CHUNKS_IN_FLIGHT = 8;
 /** Retention of failed requests, the same for every request. */
 const REMOVE_ON_FAIL = { age: 24 * 3600, count: FAILED_KEPT_PER_QUEUE };
 
+/** A caller of {@link QueuePool.enqueueGathered} waiting for its turn's enqueue. */
+interface Gathered {
+  byQueue: ReadonlyMap<string, readonly ExecutionRequest[]>;
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
 /** One BullMQ Queue object per instance queue, over one shared Redis connection. */
 export class QueuePool {
   private readonly queues = new Map<string, Queue>();
+  /** Callers of {@link enqueueGathered} in this event-loop turn. */
+  private gathered: Gathered[] = [];
   /** What was enqueued lately, for {@link RedisReconcile} (redis-reconcile.ts). */
   readonly recent = new RecentEnqueues();
 
@@ -75,6 +84,41 @@ export class QueuePool {
       await queue.addBulk(requests.map((request) => ({ name: request.job, data: request, opts: { jobId: executionJobId(request), ...this.jobOptions } })));
       this.recent.record(queue.name, requests);
     });
+  }
+
+  /**
+   * {@link enqueue}, together with the other callers of this event-loop turn: their requests go
+   * in shared addBulk calls. A new leader replays the last fire of each of thousands of jobs, one or
+   * a few requests each; one addBulk per job cost 2.4-3.0 s of CPU for 20,000 of them, shared
+   * calls of 100 requests 0.6 s. When the shared enqueue fails, each caller's requests go again on
+   * their own, so that every caller gets the outcome it would have got alone (adding a request again
+   * is harmless, as above).
+   */
+  enqueueGathered(byQueue: ReadonlyMap<string, readonly ExecutionRequest[]>): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (this.gathered.length === 0) setImmediate(() => void this.enqueueTurn());
+      this.gathered.push({ byQueue, resolve, reject });
+    });
+  }
+
+  private async enqueueTurn(): Promise<void> {
+    const callers = this.gathered;
+    this.gathered = [];
+    if (callers.length === 1) return this.enqueue(callers[0].byQueue).then(callers[0].resolve, callers[0].reject);
+    const merged = new Map<string, ExecutionRequest[]>();
+    for (const { byQueue } of callers) {
+      for (const [queue, requests] of byQueue) {
+        const list = merged.get(queue);
+        if (list) list.push(...requests);
+        else merged.set(queue, [...requests]);
+      }
+    }
+    try {
+      await this.enqueue(merged);
+      for (const caller of callers) caller.resolve();
+    } catch {
+      await forEachLimited(callers, CHUNKS_IN_FLIGHT, (caller) => this.enqueue(caller.byQueue).then(caller.resolve, caller.reject));
+    }
   }
 
   async close(): Promise<void> {

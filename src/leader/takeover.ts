@@ -57,10 +57,12 @@ export class Takeover {
     const known = this.deps.reads.facts(job);
     const ledger = await this.readLedger(job, state, known.ledger);
     const config = state.view.config;
-    // A job that never fired may have no item nodes yet: lay them out before its first fire.
-    if (!ledger && config) this.deps.layOut(job, config.shardingTotalCount);
+    // A job that never fired may have no item nodes yet: lay them out before its first fire,
+    // unless a warm standby saw them all.
+    if (!ledger && config && known.laidOut < config.shardingTotalCount) this.deps.layOut(job, config.shardingTotalCount);
     state.assignment = ledger ? assignmentOf(ledger) : undefined;
-    if (ledger) await this.replay(job, state, ledger);
+    // A replay that fails is logged like a deferred one; the job is scheduled all the same.
+    if (ledger) await this.replay(job, state, ledger).catch((err) => this.deps.log.error({ err, job, fireTime: ledger.fireTime }, 'could not replay the last fire'));
     if (!known.noIntents) await this.deps.failover.resumeIntents(job).catch((err) => this.deps.log.error({ err, job }, 'could not finish failover intents'));
     return ledger?.fireTime;
   }
@@ -124,8 +126,9 @@ export class Takeover {
       }
       this.deps.log.warn({ job, fireTime: ledger.fireTime, items: orphaned, live: targets.size }, 'last fire names instances that are gone; their items go to live instances');
     }
-    // A ledger written ahead of its fire is enqueued no earlier than any fire is.
-    await this.deps.chain.at(ledger.fireTime - this.deps.deliveryLeadMs(), () => this.deps.queues.enqueue(byQueue), 'deferred enqueue failed');
+    // A ledger written ahead of its fire is enqueued no earlier than any fire is. Replays due in
+    // the same turn (most of a takeover's) share their addBulk calls.
+    await this.deps.chain.at(ledger.fireTime - this.deps.deliveryLeadMs(), () => this.deps.queues.enqueueGathered(byQueue), 'deferred enqueue failed');
   }
 }
 

@@ -96,3 +96,29 @@ test('with completedKept (SHARDCRON_COMPLETED_KEPT) the newest completed request
     await keeping.close();
   }
 });
+
+test("enqueueGathered: the callers of one event-loop turn share addBulk calls, and a caller whose requests fail gets its own error while the others' land", async () => {
+  const queue = pool.get(QUEUE);
+  const addBulk = jest.spyOn(queue, 'addBulk');
+  try {
+    // 300 callers of one request each, as a takeover's replays of 300 one-item jobs.
+    await Promise.all(Array.from({ length: 300 }, (_, i) => pool.enqueueGathered(new Map([[QUEUE, [request(i)]]]))));
+    expect(await queue.getJobCounts('wait')).toEqual({ wait: 300 });
+    expect(addBulk).toHaveBeenCalledTimes(3);
+
+    addBulk.mockClear();
+    // Data that cannot be serialized fails its addBulk: the shared call fails, each caller goes again alone.
+    const unserializable = { ...request(1_000), extra: BigInt(1) } as unknown as ExecutionRequest;
+    const outcomes = await Promise.allSettled([
+      pool.enqueueGathered(new Map([[QUEUE, [request(500)]]])),
+      pool.enqueueGathered(new Map([[QUEUE, [unserializable]]])),
+      pool.enqueueGathered(new Map([['q-other', [request(501)]]])),
+    ]);
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(String((outcomes[1] as PromiseRejectedResult).reason)).toMatch(/BigInt/);
+    expect(await queue.getJobCounts('wait')).toEqual({ wait: 301 });
+    expect(await pool.get('q-other').getJobCounts('wait')).toEqual({ wait: 1 });
+  } finally {
+    addBulk.mockRestore();
+  }
+});
