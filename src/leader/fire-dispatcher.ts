@@ -95,7 +95,9 @@ export class FireDispatcher {
         total: config.shardingTotalCount,
         strategy: config.shardingStrategy || 'AVG_ALLOCATION',
         instances: eligible.map((i) => ({ instanceId: i.instanceId, ip: i.info.ip })),
-        running: await this.runningItems(state, config.shardingTotalCount, eligibleIds),
+        // Without monitorExecution no run has a `running` node: nothing to read (a new leader's
+        // first fire of each job reshards, and at 100,000 jobs these reads held up its first tick).
+        running: config.monitorExecution ? await this.runningItems(state, config.shardingTotalCount, eligibleIds) : new Map(),
       });
       changed = changedItems(assignment, next);
       assignment = next;

@@ -31,12 +31,20 @@ export interface StandbyFacts {
   ledger: string | null | undefined;
   /** True when the job is known to have no failover intents. */
   noIntents: boolean;
+  /**
+   * How many item nodes (`sharding/{i}`) the job had when its ledger was read and found absent:
+   * item nodes stay until the job is removed, so a takeover need not lay out a job that never
+   * fired when it has that many already. 0 when not read.
+   */
+  laidOut: number;
 }
 
 /** A warm standby's current copies of each job's ledger and failover intent list. */
 export class StandbyReads {
   /** Current ledgers: text, or null for none. A job missing here is unread or stale. */
   private readonly ledgers = new Map<string, string | null>();
+  /** Item nodes of jobs that had no ledger when read (see StandbyFacts.laidOut). */
+  private readonly items = new Map<string, number>();
   /** Jobs currently known to have no failover intents. */
   private readonly withoutIntents = new Set<string>();
   /** Jobs read since the last {@link clear} and not forgotten: notifications of others are ignored. */
@@ -73,7 +81,7 @@ export class StandbyReads {
 
   /** What is known of `job` now. */
   facts(job: string): StandbyFacts {
-    return { ledger: this.ledgers.get(job), noIntents: this.withoutIntents.has(job) };
+    return { ledger: this.ledgers.get(job), noIntents: this.withoutIntents.has(job), laidOut: this.items.get(job) ?? 0 };
   }
 
   /** How many jobs have a current ledger (for the log). */
@@ -84,6 +92,7 @@ export class StandbyReads {
   forget(job: string): void {
     this.tracked.delete(job);
     this.ledgers.delete(job);
+    this.items.delete(job);
     this.withoutIntents.delete(job);
     this.stale.delete(job);
   }
@@ -93,6 +102,7 @@ export class StandbyReads {
     this.generation += 1;
     this.tracked.clear();
     this.ledgers.clear();
+    this.items.clear();
     this.withoutIntents.clear();
     this.stale.clear();
     if (this.refreshTimer) clearTimeout(this.refreshTimer);
@@ -109,8 +119,13 @@ export class StandbyReads {
           if (!hasCode(err, ErrorCodes.ZK_NO_NODE)) throw err;
         }
         // No ledger: a watch on its creation. A ledger created meanwhile is read again.
-        if (!(await this.zk.exists(path, this.onLedgerEvent))) return null;
+        if (!(await this.zk.exists(path, this.onLedgerEvent))) break;
       }
+      // A job that never fired: whether its item nodes are laid out (a takeover lays out the rest;
+      // at 100,000 jobs its listing of 79,000 jobs' items held up the first dispatch).
+      const sharding = await this.zk.exists(registryPaths.jobSharding(job));
+      if (generation === this.generation && this.tracked.has(job) && sharding) this.items.set(job, Math.max(sharding.numChildren, this.items.get(job) ?? 0));
+      return null;
     }, (text) => this.ledgers.set(job, text));
   }
 

@@ -42,7 +42,7 @@ describe('StandbyReads (real ZooKeeper)', () => {
   it('a job without a ledger or failover intents reads as such; their creation makes both stale, and a rare job reads them again', async () => {
     const r = reads();
     await r.read('rare');
-    expect(r.facts('rare')).toEqual({ ledger: null, noIntents: true });
+    expect(r.facts('rare')).toEqual({ ledger: null, noIntents: true, laidOut: 0 });
 
     await writeLedger('rare', 'first');
     await writer.ensurePath(registryPaths.leaderFailoverItems('rare'));
@@ -63,7 +63,7 @@ describe('StandbyReads (real ZooKeeper)', () => {
     await writeLedger('often', 'first');
     const r = reads();
     await r.read('often');
-    expect(r.facts('often')).toEqual({ ledger: 'first', noIntents: true });
+    expect(r.facts('often')).toEqual({ ledger: 'first', noIntents: true, laidOut: 0 });
     await writeLedger('often', 'second');
     await waitFor(() => r.facts('often').ledger === undefined, { message: 'stale' });
     await sleep(600); // three refresh delays
@@ -77,12 +77,23 @@ describe('StandbyReads (real ZooKeeper)', () => {
     await r.read('rare');
     await r.read('gone');
     r.forget('gone');
-    expect(r.facts('gone')).toEqual({ ledger: undefined, noIntents: false });
+    expect(r.facts('gone')).toEqual({ ledger: undefined, noIntents: false, laidOut: 0 });
     r.clear();
-    expect(r.facts('rare')).toEqual({ ledger: undefined, noIntents: false });
+    expect(r.facts('rare')).toEqual({ ledger: undefined, noIntents: false, laidOut: 0 });
     await writeLedger('rare', 'second');
     await sleep(600);
-    expect(r.facts('rare')).toEqual({ ledger: undefined, noIntents: false });
+    expect(r.facts('rare')).toEqual({ ledger: undefined, noIntents: false, laidOut: 0 });
     expect(r.currentLedgers).toBe(0);
+  });
+
+  it('a job that never fired: how many item nodes it has is read with its absent ledger, so that a takeover lays out only jobs missing some', async () => {
+    for (const item of [0, 1, 2]) await writer.ensurePath(registryPaths.shardingItem('laid', item));
+    const r = reads();
+    await r.read('laid');
+    await r.read('bare');
+    expect(r.facts('laid')).toEqual({ ledger: null, noIntents: true, laidOut: 3 });
+    expect(r.facts('bare')).toEqual({ ledger: null, noIntents: true, laidOut: 0 });
+    r.forget('laid');
+    expect(r.facts('laid').laidOut).toBe(0);
   });
 });

@@ -105,6 +105,25 @@ describe('warm standby', () => {
     for (const fire of fires) expect(cluster.starts('split').filter((r) => r.fireTime === fire).map((r) => r.instanceId)).toEqual(['w1', 'w1', 'w1', 'w1']);
   });
 
+  it("a job that never fired and whose item nodes the standby saw is not laid out again by the standby's takeover", async () => {
+    const tick = defineJob({ name: 'tick', cron: everySecond, execute: () => undefined });
+    const daily = defineJob({ name: 'daily', cron: '0 0 3 * * ?', shardingTotalCount: 3, execute: () => undefined });
+    await cluster.start({ roles: ['worker'], jobs: [tick, daily], instanceId: 'w1' });
+    const admin = await connectZk(zk.connectionString, { namespace: cluster.namespace });
+    const s1 = await scheduler('s1');
+    await waitFor(async () => (await admin.children('/daily/sharding').catch(() => [])).length === 3, { message: 'the leader lays out daily' });
+    const s2 = await scheduler('s2');
+    await waitFor(() => s2.ready.length > 0, { message: 's2 loads the jobs as the standby' });
+    const registry = (s2.node.leader as unknown as { registry: { layOut(job: string, total: number): void } }).registry;
+    const layOut = jest.spyOn(registry, 'layOut');
+    await s1.node.zk.close();
+    const tookOver = Date.now();
+    await waitFor(() => s2.node.leader!.isLeader, { message: 's2 elected' });
+    await completeFiresAfter('tick', 1, tookOver + 1_000, 2);
+    expect(layOut.mock.calls.map(([job]) => job)).not.toContain('daily');
+    expect((await admin.children('/daily/sharding')).sort()).toEqual(['0', '1', '2']);
+  });
+
   it('with warmStandby off the next in line loads nothing until elected, and still takes over', async () => {
     const job = defineJob({ name: 'cold', cron: everySecond, shardingTotalCount: 2, execute: () => undefined });
     await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w1' });
