@@ -73,6 +73,15 @@ export class FireLoop {
 
   /** Leadership began: fires due before now came due with no leader (since each job's last ledger). */
   begin(): void {
+    this.leaderlessUntil = Number.POSITIVE_INFINITY;
+  }
+
+  /**
+   * Every job is prepared: the window opened by {@link begin} closes now. Until then a fire that
+   * came due counts as one of the leaderless window (a job still being prepared has no timer
+   * entry: its fires wait for it), as before the timer started early.
+   */
+  settled(): void {
     this.leaderlessUntil = this.deps.clock.now();
   }
 

@@ -67,6 +67,7 @@ export interface LeaderServiceOptions {
 
 export interface LeaderServiceEvents {
   [event: string]: object;
+  /** Elected, and every job prepared (the jobs about to fire may have dispatched already). */
   'leader:elected': { epoch: number };
   'leader:lost': { epoch: number; reason: string };
   /** Next in line for leadership, this process has loaded every job's view (a warm standby). */
@@ -168,6 +169,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       readAhead: (job) => reads.read(job),
       forgetAhead: (job) => reads.forget(job),
       nextFire: (_job, config) => this.nextFireOf(config),
+      now: () => this.clock.now(),
     });
     this.takeover = new Takeover({
       zk: options.zk,
@@ -308,18 +310,25 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     const clock = this.clock;
     const ahead: Clock = { now: () => clock.now() + this.lead.ms, setTimeout: (fn, ms) => clock.setTimeout(fn, ms), clearTimeout: (h) => clock.clearTimeout(h) };
     this.timer = new FireTimer({ clock: ahead, onDue: (due) => this.fires.onDue(due), logger: this.log });
+    const timer = this.timer;
+    // The timer starts once the jobs about to fire are prepared; it has entries only of jobs prepared.
+    const dispatch = (): void => {
+      if (generation !== this.generation) return;
+      this.fires.begin();
+      timer.start();
+    };
     try {
-      const loaded = await this.registry.load();
+      const loaded = await this.registry.load(dispatch);
       // What a standby read ahead is of no use once the takeover is done.
       this.reads.clear();
       if (!loaded) return;
     } catch (err) {
       this.log.error({ err }, 'could not load the jobs; waiting for the next election');
+      timer.close();
       return;
     }
     if (generation !== this.generation) return;
-    this.fires.begin();
-    this.timer.start();
+    this.fires.settled();
     this.triggers.begin();
     this.emit('leader:elected', { epoch });
     await this.takeover.sweepOrphanedQueues().catch((err) => this.log.error({ err }, 'could not sweep queues of lost instances'));

@@ -25,6 +25,13 @@ describe('planDueFires', () => {
     });
   });
 
+  it('while a new leader still prepares jobs (leaderless window open, FireLoop.begin): a late fire runs as itself, one older than the grace is a misfire', () => {
+    const open = { leaderlessUntil: Number.POSITIVE_INFINITY };
+    expect(plan([s(0)], s(3), { ...open, misfire: false })).toEqual({ run: { fireTime: s(0), source: 'NORMAL', catchUp: true }, skipped: [], folded: [], later: [] });
+    expect(plan([s(0), s(5)], s(6), { ...open, misfire: false })).toEqual({ run: { fireTime: s(5), source: 'NORMAL', catchUp: true }, skipped: [s(0)], folded: [], later: [] });
+    expect(plan([s(0), s(5)], s(6), open)).toEqual({ run: { fireTime: s(0), source: 'MISFIRE', catchUp: false }, skipped: [], folded: [], later: [s(5)] });
+  });
+
   it('a leader that fell behind with misfire off skips the due fires', () => {
     expect(plan([s(0), s(1), s(3)], s(2), { misfire: false })).toEqual({ skipped: [s(0), s(1)], folded: [], later: [s(3)] });
   });
