@@ -90,6 +90,8 @@ export interface ZooKeeperTimingOptions {
   jvm?: 'quick-start' | 'server';
   /** The JVM's maximum heap in MB; default 256 (`quick-start`) or 512 (`server`). A namespace of 100,000 jobs holds about a million znodes. */
   maxHeapMb?: number;
+  /** The largest packet the server accepts (`jute.maxbuffer`); default ZooKeeper's, 1 MB less one byte. */
+  juteMaxBufferBytes?: number;
 }
 
 /** Writes zoo.cfg and the logging config into `dir`; returns the zoo.cfg path. */
@@ -118,7 +120,8 @@ function javaArgs(install: ZooKeeperInstallation, confDir: string, mainClass: st
   const classpath = [confDir, install.classpath].join(path.delimiter);
   const heap = `-Xmx${options.maxHeapMb ?? (options.jvm === 'server' ? 512 : 256)}m`;
   const tuning = options.jvm === 'server' ? [heap] : [heap, '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1'];
-  return [...tuning, '-XX:-UsePerfData', '-cp', classpath, mainClass, cfg];
+  const jute = options.juteMaxBufferBytes === undefined ? [] : [`-Djute.maxbuffer=${options.juteMaxBufferBytes}`];
+  return [...tuning, ...jute, '-XX:-UsePerfData', '-cp', classpath, mainClass, cfg];
 }
 
 /** A ZooKeeper server's role as `srvr` reports it; `down` when it does not answer or does not serve. */

@@ -108,6 +108,35 @@ describe('ZooKeeper outages', () => {
   });
 });
 
+describe('ZooKeeper outages with many watches', () => {
+  it('re-arms more watches than fit in one packet the server accepts (jute.maxbuffer): SetWatches goes in chunks', async () => {
+    // 200 KB instead of ZooKeeper's 1 MB: 10,000 watches of 50-byte paths (with the chroot) make one
+    // SetWatches of about 540 KB, as a leader's watches of 10,000 jobs pass 1 MB. The chunks are 128 KB.
+    const server = await startZooKeeper({ juteMaxBufferBytes: 200 * 1024 });
+    const namespace = uniqueNamespace('watches');
+    const zk = await connectZk(server.connectionString, { namespace, sessionTimeoutMs: 15_000 });
+    const sessionId = zk.sessionId;
+    await zk.ensurePath('/many');
+    const names = Array.from({ length: 10_000 }, (_, i) => `node-with-a-longer-name-${String(i).padStart(5, '0')}`);
+    const fired = new Set<string>();
+    const watcher = ({ path }: ZkWatchEvent) => fired.add(path);
+    // Existence watches on absent nodes: one request each, nothing to create.
+    for (let i = 0; i < names.length; i += 500) await Promise.all(names.slice(i, i + 500).map((name) => zk.exists(`/many/${name}`, watcher)));
+
+    await server.kill();
+    await waitFor(() => zk.state === 'suspended', { message: 'client suspended after the server stopped' });
+    await server.restart();
+    await waitFor(() => zk.state === 'connected', { timeoutMs: 25_000, message: 'client reconnected' });
+
+    const other = await connectZk(server.connectionString, { namespace });
+    const created = [names[0], names[5_000], names[9_999]];
+    for (const name of created) await other.create(`/many/${name}`);
+    await eventually(() => expect([...fired].sort()).toEqual(created.map((name) => `/many/${name}`)), { timeoutMs: 10_000 });
+    expect(zk.sessionId).toBe(sessionId);
+    expect(zk.state).toBe('connected');
+  });
+});
+
 describe('ZooKeeper ensemble', () => {
   let ensemble: ZooKeeperEnsemble;
 

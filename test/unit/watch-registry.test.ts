@@ -93,4 +93,29 @@ describe('WatchRegistry', () => {
     const odd = { connectionManager: { watcherManager: { emit: () => undefined } } };
     expect(installWatchRegistry(odd as unknown as zookeeper.Client)).toBe(false);
   });
+
+  it('splits the watched paths into SetWatches chunks of at most maxBytes (length prefix and chroot counted), data, existence, then child', () => {
+    const r = new WatchRegistry();
+    const noop = () => undefined;
+    for (let i = 0; i < 10; i += 1) r.registerDataWatcher(`/d${i}`, noop); // 3 bytes + 4 each
+    r.registerExistenceWatcher('/e', noop);
+    r.registerChildWatcher('/c', noop);
+    expect(r.chunks(1_000)).toEqual([{ data: r.getDataWatcherPaths(), exist: ['/e'], child: ['/c'] }]);
+    // 7 bytes per data path, 6 per other; with a 3-byte chroot, 10 and 9: three paths per 30 bytes.
+    const chunks = r.chunks(30, 3);
+    expect(chunks.map((c) => [...c.data, ...c.exist, ...c.child])).toEqual([['/d0', '/d1', '/d2'], ['/d3', '/d4', '/d5'], ['/d6', '/d7', '/d8'], ['/d9', '/e', '/c']]);
+    expect(chunks[3]).toEqual({ data: ['/d9'], exist: ['/e'], child: ['/c'] });
+    // A path longer than a chunk goes alone; no watches, no chunks.
+    expect(r.chunks(5).length).toBe(12);
+    expect(new WatchRegistry().chunks()).toEqual([]);
+  });
+
+  it('hides its watches from the library while its connect handler runs, so that the patch sends them in chunks', () => {
+    const r = new WatchRegistry();
+    r.registerDataWatcher('/a', () => undefined);
+    let seenEmpty: boolean | undefined;
+    r.hidingWatches(() => (seenEmpty = r.isEmpty()));
+    expect(seenEmpty).toBe(true);
+    expect(r.isEmpty()).toBe(false);
+  });
 });
