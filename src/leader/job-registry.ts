@@ -131,21 +131,28 @@ export class JobRegistry {
     if (generation !== this.generation) return false;
     // The views a standby loaded (a job still loading prepares itself once loaded: it sees `leading`),
     // the soonest to fire first: the every-second jobs do not wait for the hourly ones.
-    const soonestFirst = [...this.jobs]
-      .map(([name, state]) => ({ name, state, next: this.deps.nextFire(name, state.view.config) }))
-      .sort((a, b) => a.next - b.next);
-    const later = soonestFirst.findIndex(({ next }) => next > this.deps.now() + DISPATCH_AFTER_PREPARING_MS);
-    const prepareAll = (jobs: typeof soonestFirst) =>
-      forEachLimited(jobs, JOBS_LOADING_AT_ONCE, async ({ name, state }) => {
-        await this.loading.get(name);
-        if (this.loaded.has(state)) await this.prepare(name, state, generation);
-      });
-    // At 100,000 jobs the every-second ones dispatched 7 s after the election when they waited for
-    // the hourly ones, under a second once they did not.
-    await prepareAll(later < 0 ? soonestFirst : soonestFirst.slice(0, later));
+    const horizon = this.deps.now() + DISPATCH_AFTER_PREPARING_MS;
+    const soon: Array<{ name: string; state: JobState; next: number }> = [];
+    const later: typeof soon = [];
+    for (const [name, state] of this.jobs) {
+      const next = this.deps.nextFire(name, state.view.config);
+      (next <= horizon ? soon : later).push({ name, state, next });
+    }
+    const prepareAll = (jobs: typeof soon) =>
+      forEachLimited(
+        jobs.sort((a, b) => a.next - b.next),
+        JOBS_LOADING_AT_ONCE,
+        async ({ name, state }) => {
+          await this.loading.get(name);
+          if (this.loaded.has(state)) await this.prepare(name, state, generation);
+        },
+      );
+    // At 100,000 jobs the every-second ones dispatched 7.3 s after the election when they waited
+    // for the hourly ones, 2.4 s once they did not.
+    await prepareAll(soon);
     if (generation !== this.generation) return false;
     soonPrepared();
-    if (later >= 0) await prepareAll(soonestFirst.slice(later));
+    await prepareAll(later);
     return generation === this.generation;
   }
 
