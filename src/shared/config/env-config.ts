@@ -166,7 +166,7 @@ export const ENV_VARIABLES = Object.freeze([
   variable('SHARDCRON_ITEM_LEASE', 'off',
     'With monitorExecution, `on`: a worker keeps an item\'s `running` node as a lease across fires and records each run in Redis, so a run costs no ZooKeeper request; `off`: the node is created and deleted, and the run recorded in ZooKeeper, per run (docs/design-notes.md, "Item leases"). Every worker of a namespace must use the same value: turn it on for a namespace once all its workers run a version that has it, with all of them restarted together.'),
   variable('SHARDCRON_WARM_STANDBY', 'on',
-    'Scheduler role, `on`: the candidate next in line for leadership loads and follows every job while it waits, so that its takeover reads only what changed since (10,000 jobs: every job ready 0.6 s after the election instead of 8.7 s); it then holds about the leader\'s memory and ZooKeeper watches. Candidates further back load nothing. `off`: a new leader loads every job when elected (docs/design-notes.md, "Warm standby").'),
+    'Scheduler role, `on`: the candidate next in line for leadership loads and follows every job while it waits, so that its takeover reads only what changed since (it dispatches 0.35 s after the election at 10,000 jobs and 1.5 s at 100,000, against 8.8 s and 67 s loading at the election); it then holds about the leader\'s memory and ZooKeeper watches. Candidates further back load nothing. `off`: a new leader loads every job when elected (docs/design-notes.md, "Warm standby").'),
   variable('SHARDCRON_INSTANCE_ID', undefined,
     'Overrides the instance id `{ip}@-@{pid}`: 1-128 printable ASCII characters, no spaces, no `/`. Must be unique among the live processes of the namespace.'),
   variable('SHARDCRON_OPS_HOST', '127.0.0.1',
