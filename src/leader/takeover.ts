@@ -104,6 +104,8 @@ export class Takeover {
     const request = (item: number): ExecutionRequest =>
       withFireItems({ job, item, fireTime: ledger.fireTime, source: ledger.source, epoch: ledger.epoch, catchUp: true }, fireListeners, fireItems);
     const orphaned: number[] = [];
+    /** The instance of each queue enqueued to. */
+    const owners = new Map<string, string>();
     for (const [instanceId, items] of Object.entries(ledger.assignment)) {
       const queue = ledger.queues[instanceId];
       if (!queue || state.view.instance(instanceId)?.queue !== queue) {
@@ -111,6 +113,7 @@ export class Takeover {
         continue;
       }
       byQueue.set(queue, items.map(request));
+      owners.set(queue, instanceId);
     }
     if (orphaned.length > 0) {
       // Their instances died before or after the enqueue: if before, nothing else will run them,
@@ -123,12 +126,36 @@ export class Takeover {
         const list = byQueue.get(target.info.queue) ?? [];
         list.push(request(item));
         byQueue.set(target.info.queue, list);
+        owners.set(target.info.queue, target.instanceId);
       }
       this.deps.log.warn({ job, fireTime: ledger.fireTime, items: orphaned, live: targets.size }, 'last fire names instances that are gone; their items go to live instances');
     }
     // A ledger written ahead of its fire is enqueued no earlier than any fire is. Replays due in
     // the same turn (most of a takeover's) share their addBulk calls.
-    await this.deps.chain.at(ledger.fireTime - this.deps.deliveryLeadMs(), () => this.deps.queues.enqueueGathered(byQueue), 'deferred enqueue failed');
+    await this.deps.chain.at(
+      ledger.fireTime - this.deps.deliveryLeadMs(),
+      async () => {
+        await this.deps.queues.enqueueGathered(byQueue);
+        this.moveAgainIfGone(job, state, owners);
+      },
+      'deferred enqueue failed',
+    );
+  }
+
+  /**
+   * After a replay's enqueue, as after a fire's (FireLoop.release): an instance that died or began
+   * draining since the replay was planned got requests it will not run, and its queue may have been
+   * moved already (by its own event, or by the orphan sweep before a replay deferred to its fire
+   * time): it is moved again, behind this enqueue.
+   */
+  private moveAgainIfGone(job: string, state: JobState, owners: ReadonlyMap<string, string>): void {
+    // A job removed meanwhile has a closed view that knows no instance: nothing to tell from it.
+    if (this.deps.jobs.get(job) !== state) return;
+    for (const [queue, instanceId] of owners) {
+      const info = state.view.instance(instanceId);
+      if (!info || info.queue !== queue) this.deps.moves.schedule(instanceId, queue, 'lost');
+      else if (info.state === 'draining') this.deps.moves.schedule(instanceId, queue, 'draining');
+    }
   }
 }
 
