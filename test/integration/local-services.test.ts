@@ -16,9 +16,13 @@ import {
   waitFor,
 } from '../helpers/services';
 
-/** A connected node-zookeeper-client with promise helpers; closed by the test. */
+/**
+ * A connected node-zookeeper-client with promise helpers; closed by the test. The session outlives
+ * two JVM restarts on a loaded machine: with 10 s, a clean-clone CI run's restarts took longer, the
+ * session expired, and a read held by the library was never answered (the test hit its timeout).
+ */
 async function connectZk(connectionString: string): Promise<zookeeper.Client> {
-  const client = zookeeper.createClient(connectionString, { sessionTimeout: 10_000, spinDelay: 100, retries: 0 });
+  const client = zookeeper.createClient(connectionString, { sessionTimeout: 30_000, spinDelay: 100, retries: 0 });
   const connected = new Promise<void>((resolve) => client.once('connected', resolve));
   client.connect();
   await connected;
@@ -33,10 +37,16 @@ function zkCreate(client: zookeeper.Client, path: string, data: string): Promise
   );
 }
 
-function zkGet(client: zookeeper.Client, path: string): Promise<string> {
-  return new Promise((resolve, reject) =>
-    client.getData(path, (err, data) => (err ? reject(err) : resolve(data.toString()))),
-  );
+/** A read, failing after `timeoutMs` if unanswered (so that `eventually` tries again instead of waiting for good). */
+function zkGet(client: zookeeper.Client, path: string, timeoutMs = 5_000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no answer to getData ${path} within ${timeoutMs} ms`)), timeoutMs);
+    client.getData(path, (err, data) => {
+      clearTimeout(timer);
+      if (err) reject(err);
+      else resolve(data.toString());
+    });
+  });
 }
 
 const zkClients: zookeeper.Client[] = [];
@@ -83,7 +93,7 @@ describe('ZooKeeperServer', () => {
     await zk.kill();
     await zk.restart();
     // The first client reconnects on its own; its session outlived the restarts.
-    expect(await eventually(() => zkGet(before, '/survives'))).toBe('hello');
+    expect(await eventually(() => zkGet(before, '/survives'), { timeoutMs: 30_000 })).toBe('hello');
 
     const lastPid = zk.pid as number;
     await zk.close();
