@@ -1,5 +1,6 @@
 import type { ExecutionRequest, ExecutionSource } from '../shared/registry/execution-request';
 import { fireLedgerCodec, type FireLedger } from '../shared/registry/fire-ledger';
+import type { JobConfig } from '../shared/config/job-config';
 import type { Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry/registry-paths';
 import { readItemRuns } from '../shared/registry/item-records';
@@ -11,7 +12,7 @@ import { assignmentStillValid, changedItems, computeAssignment, type Assignment 
 import { fireRequests } from './dispatch-plan';
 import type { Fence } from './leader-election';
 import type { JobView } from './job-view';
-import type { QueuePool } from './queue-pool';
+import { mergeByQueue, type QueuePool } from './queue-pool';
 
 /** The leader's memory of one job between fires. */
 export interface JobState {
@@ -95,9 +96,7 @@ export class FireDispatcher {
         total: config.shardingTotalCount,
         strategy: config.shardingStrategy || 'AVG_ALLOCATION',
         instances: eligible.map((i) => ({ instanceId: i.instanceId, ip: i.info.ip })),
-        // Without monitorExecution no run has a `running` node: nothing to read (a new leader's
-        // first fire of each job reshards, and at 100,000 jobs these reads held up its first tick).
-        running: config.monitorExecution ? await this.runningItems(state, config.shardingTotalCount, eligibleIds) : new Map(),
+        running: await this.runningItems(state, config, eligibleIds),
       });
       changed = changedItems(assignment, next);
       assignment = next;
@@ -240,15 +239,7 @@ export class FireDispatcher {
 
   /** Enqueues the requests of every plan, grouped per queue. */
   async enqueue(plans: readonly FirePlan[]): Promise<void> {
-    const byQueue = new Map<string, ExecutionRequest[]>();
-    for (const plan of plans) {
-      for (const [queue, requests] of plan.requests) {
-        const list = byQueue.get(queue);
-        if (list) list.push(...requests);
-        else byQueue.set(queue, [...requests]);
-      }
-    }
-    await this.queues.enqueue(byQueue);
+    await this.queues.enqueue(mergeByQueue(plans.map((plan) => plan.requests)));
   }
 
   /**
@@ -257,8 +248,12 @@ export class FireDispatcher {
    * leases a `running` node is held between runs too: the item's record in Redis tells whether its
    * holder runs it now, and an idle lease does not keep the item (its holder lets go when asked).
    */
-  private async runningItems(state: JobState, total: number, eligible: ReadonlySet<string>): Promise<Map<number, string>> {
+  private async runningItems(state: JobState, config: JobConfig, eligible: ReadonlySet<string>): Promise<Map<number, string>> {
     const running = new Map<number, string>();
+    // Without monitorExecution no run has a `running` node: nothing to read (a new leader's first
+    // fire of each job reshards, and at 100,000 jobs these reads held up its first tick).
+    if (!config.monitorExecution) return running;
+    const total = config.shardingTotalCount;
     const job = state.view.job;
     await forEachLimited(
       Array.from({ length: total }, (_, item) => item),

@@ -71,7 +71,10 @@ export class FireLoop {
 
   constructor(private readonly deps: FireLoopDeps) {}
 
-  /** Leadership began: fires due before now came due with no leader (since each job's last ledger). */
+  /**
+   * Leadership began: fires due until {@link settled} came due with no leader (since each job's
+   * last ledger), while the jobs are still being prepared.
+   */
   begin(): void {
     this.leaderlessUntil = Number.POSITIVE_INFINITY;
   }
@@ -239,15 +242,8 @@ export class FireLoop {
       const items = [...plan.requests.values()].reduce((n, list) => n + list.length, 0);
       this.deps.events.dispatched({ job: plan.job, fireTime: plan.ledger.fireTime, source: plan.ledger.source, items, epoch: plan.ledger.epoch });
       if (!current) continue;
-      // An instance that died or began draining after the plan was made got requests it will not
-      // run: its queue is moved (again) behind this enqueue, which is what failover would do.
       const view = this.deps.jobs.get(plan.job)?.view;
-      if (!view) continue;
-      for (const [instanceId, queue] of Object.entries(plan.ledger.queues)) {
-        const info = view.instance(instanceId);
-        if (!info || info.queue !== queue) this.deps.moves.schedule(instanceId, queue, 'lost');
-        else if (info.state === 'draining') this.deps.moves.schedule(instanceId, queue, 'draining');
-      }
+      if (view) this.deps.moves.afterEnqueue(Object.entries(plan.ledger.queues), (id) => view.instance(id));
     }
     if (!current || !this.deps.election.isLeader) return;
     await this.deps.dispatcher.recordAssignments(plans, this.deps.jobs, this.deps.election.fence()).catch((err) => {

@@ -148,7 +148,7 @@ export class JobRegistry {
         },
       );
     // At 100,000 jobs the every-second ones dispatched 7.3 s after the election when they waited
-    // for the hourly ones, 2.4 s once they did not.
+    // for the hourly ones, 1.5 s once they did not (bench/RESULTS.md).
     await prepareAll(soon);
     if (generation !== this.generation) return false;
     soonPrepared();

@@ -4,6 +4,7 @@
  * jobs report the same lost instance: its queue is moved once for all of them.
  */
 import type { Logger } from '../shared/logger';
+import type { InstanceInfo } from '../shared/registry/instance-info';
 import type { FailoverCoordinator, MoveReason } from './failover';
 import type { TaskChain } from './task-chain';
 
@@ -18,6 +19,19 @@ export class QueueMoves {
     private readonly isLeader: () => boolean,
     private readonly log: Logger,
   ) {}
+
+  /**
+   * Behind an enqueue to `queues` (instance id -> queue): an instance that died or began draining
+   * since the enqueue was planned got requests it will not run, and its queue may have been moved
+   * already; it is moved (again), which is what failover would do. `instance` reads the job's view.
+   */
+  afterEnqueue(queues: Iterable<readonly [string, string]>, instance: (instanceId: string) => InstanceInfo | undefined): void {
+    for (const [instanceId, queue] of queues) {
+      const info = instance(instanceId);
+      if (!info || info.queue !== queue) this.schedule(instanceId, queue, 'lost');
+      else if (info.state === 'draining') this.schedule(instanceId, queue, 'draining');
+    }
+  }
 
   /** Moves `queue` (of instance `from`) on the chain; a lost instance's move wins over a drain's. */
   schedule(from: string, queue: string, reason: MoveReason): void {

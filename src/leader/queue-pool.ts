@@ -27,6 +27,19 @@ const CHUNKS_IN_FLIGHT = 8;
 /** Retention of failed requests, the same for every request. */
 const REMOVE_ON_FAIL = { age: 24 * 3600, count: FAILED_KEPT_PER_QUEUE };
 
+/** Requests per queue, from several enqueues, in one map (one addBulk per queue chunk for them all). */
+export function mergeByQueue(parts: Iterable<ReadonlyMap<string, readonly ExecutionRequest[]>>): Map<string, ExecutionRequest[]> {
+  const merged = new Map<string, ExecutionRequest[]>();
+  for (const part of parts) {
+    for (const [queue, requests] of part) {
+      const list = merged.get(queue);
+      if (list) list.push(...requests);
+      else merged.set(queue, [...requests]);
+    }
+  }
+  return merged;
+}
+
 /** A caller of {@link QueuePool.enqueueGathered} waiting for its turn's enqueue. */
 interface Gathered {
   byQueue: ReadonlyMap<string, readonly ExecutionRequest[]>;
@@ -105,16 +118,8 @@ export class QueuePool {
     const callers = this.gathered;
     this.gathered = [];
     if (callers.length === 1) return this.enqueue(callers[0].byQueue).then(callers[0].resolve, callers[0].reject);
-    const merged = new Map<string, ExecutionRequest[]>();
-    for (const { byQueue } of callers) {
-      for (const [queue, requests] of byQueue) {
-        const list = merged.get(queue);
-        if (list) list.push(...requests);
-        else merged.set(queue, [...requests]);
-      }
-    }
     try {
-      await this.enqueue(merged);
+      await this.enqueue(mergeByQueue(callers.map((caller) => caller.byQueue)));
       for (const caller of callers) caller.resolve();
     } catch {
       await forEachLimited(callers, CHUNKS_IN_FLIGHT, (caller) => this.enqueue(caller.byQueue).then(caller.resolve, caller.reject));

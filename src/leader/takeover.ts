@@ -104,8 +104,8 @@ export class Takeover {
     const request = (item: number): ExecutionRequest =>
       withFireItems({ job, item, fireTime: ledger.fireTime, source: ledger.source, epoch: ledger.epoch, catchUp: true }, fireListeners, fireItems);
     const orphaned: number[] = [];
-    /** The instance of each queue enqueued to. */
-    const owners = new Map<string, string>();
+    /** The queue of each instance enqueued to. */
+    const queues = new Map<string, string>();
     for (const [instanceId, items] of Object.entries(ledger.assignment)) {
       const queue = ledger.queues[instanceId];
       if (!queue || state.view.instance(instanceId)?.queue !== queue) {
@@ -113,7 +113,7 @@ export class Takeover {
         continue;
       }
       byQueue.set(queue, items.map(request));
-      owners.set(queue, instanceId);
+      queues.set(instanceId, queue);
     }
     if (orphaned.length > 0) {
       // Their instances died before or after the enqueue: if before, nothing else will run them,
@@ -126,7 +126,7 @@ export class Takeover {
         const list = byQueue.get(target.info.queue) ?? [];
         list.push(request(item));
         byQueue.set(target.info.queue, list);
-        owners.set(target.info.queue, target.instanceId);
+        queues.set(target.instanceId, target.info.queue);
       }
       this.deps.log.warn({ job, fireTime: ledger.fireTime, items: orphaned, live: targets.size }, 'last fire names instances that are gone; their items go to live instances');
     }
@@ -136,26 +136,13 @@ export class Takeover {
       ledger.fireTime - this.deps.deliveryLeadMs(),
       async () => {
         await this.deps.queues.enqueueGathered(byQueue);
-        this.moveAgainIfGone(job, state, owners);
+        // As behind a fire's enqueue (FireLoop.release); a replay deferred to its fire time may come
+        // after the orphan sweep moved a dead target's queue. A job removed meanwhile has a closed
+        // view that knows no instance: nothing to tell from it.
+        if (this.deps.jobs.get(job) === state) this.deps.moves.afterEnqueue(queues, (id) => state.view.instance(id));
       },
       'deferred enqueue failed',
     );
-  }
-
-  /**
-   * After a replay's enqueue, as after a fire's (FireLoop.release): an instance that died or began
-   * draining since the replay was planned got requests it will not run, and its queue may have been
-   * moved already (by its own event, or by the orphan sweep before a replay deferred to its fire
-   * time): it is moved again, behind this enqueue.
-   */
-  private moveAgainIfGone(job: string, state: JobState, owners: ReadonlyMap<string, string>): void {
-    // A job removed meanwhile has a closed view that knows no instance: nothing to tell from it.
-    if (this.deps.jobs.get(job) !== state) return;
-    for (const [queue, instanceId] of owners) {
-      const info = state.view.instance(instanceId);
-      if (!info || info.queue !== queue) this.deps.moves.schedule(instanceId, queue, 'lost');
-      else if (info.state === 'draining') this.deps.moves.schedule(instanceId, queue, 'draining');
-    }
   }
 }
 

@@ -12,6 +12,7 @@ interface WatcherEvent {
 }
 
 const { NODE_CREATED, NODE_DELETED, NODE_DATA_CHANGED, NODE_CHILDREN_CHANGED } = zookeeper.Event;
+const createEvent = (zookeeper.Event as unknown as { create(event: WatcherEvent): zookeeper.Event }).create;
 
 /**
  * Path bytes in one SetWatches request at most: ZooKeeper's own client sends its watches in
@@ -26,7 +27,6 @@ export interface WatchChunk {
   exist: string[];
   child: string[];
 }
-const createEvent = (zookeeper.Event as unknown as { create(event: WatcherEvent): zookeeper.Event }).create;
 
 /**
  * The one-shot watches of a client, by kind and path: a drop-in for node-zookeeper-client's
@@ -44,6 +44,8 @@ export class WatchRegistry {
   private readonly data = new Map<string, Watchers>();
   private readonly child = new Map<string, Watchers>();
   private readonly existence = new Map<string, Watchers>();
+  /** While set, {@link isEmpty} says yes: the library's own single SetWatches is not sent. */
+  private rearming = false;
 
   registerDataWatcher(path: string, watcher: RawWatcher): void {
     add(this.data, path, watcher);
@@ -68,9 +70,6 @@ export class WatchRegistry {
   getExistenceWatcherPaths(): string[] {
     return [...this.existence.keys()];
   }
-
-  /** While set, {@link isEmpty} says yes: the library's own single SetWatches is not sent. */
-  private rearming = false;
 
   isEmpty(): boolean {
     return this.rearming || (this.data.size === 0 && this.child.size === 0 && this.existence.size === 0);
@@ -165,7 +164,7 @@ interface Jute {
   Request: new (header: unknown, payload: unknown) => unknown;
   protocol: {
     RequestHeader: new () => { type: number; xid: number };
-    SetWatches: new () => { setChrootPath(path: string | undefined): void; relativeZxid: unknown; dataWatches: string[]; existWatches: string[]; childWatches: string[] };
+    SetWatches: new () => { relativeZxid: unknown; dataWatches: string[]; existWatches: string[]; childWatches: string[] };
   };
 }
 
@@ -201,8 +200,8 @@ export function installWatchRegistry(client: zookeeper.Client): boolean {
       const header = new protocol.RequestHeader();
       header.type = OP_CODES.SET_WATCHES;
       header.xid = XID_SET_WATCHES;
+      // queue() sets the chroot of the payload, as for the library's own SetWatches.
       const payload = new protocol.SetWatches();
-      payload.setChrootPath(this.chrootPath);
       payload.relativeZxid = this.zxid;
       payload.dataWatches = chunk.data;
       payload.existWatches = chunk.exist;
