@@ -173,10 +173,10 @@ interface Jute {
  * exists, and re-arms the watches after a reconnect in requests of {@link SET_WATCHES_BYTES}.
  * - The library keeps an EventEmitter per watched path (24 MB for a leader's eight watches per job
  *   at 10,000 jobs).
- * - The library re-arms every watch in one SetWatches request. A leader of 10,000 jobs watches
- *   more than 1 MB of paths, more than a server accepts in one request: the server closed each
- *   reconnected connection at once, until the session expired (test/integration/zk-faults.test.ts,
- *   "SetWatches goes in chunks").
+ * - The library re-arms every watch in one SetWatches request. A leader of 3,500 jobs watches
+ *   1 MB of paths (bench/tools/watch-bytes.ts), more than a server accepts in one request: the
+ *   server refuses it, and after a reconnect no watch fired again
+ *   (test/integration/zk-faults.test.ts, "SetWatches goes in chunks").
  * Tests: test/unit/watch-registry.test.ts and that one. Returns false, leaving the library's own,
  * if the client's internals do not look as expected (another version of node-zookeeper-client).
  */
