@@ -45,7 +45,8 @@ export interface DueFiresInput {
  * - Fires older than that, and fires that came due while this leader was there but behind (several
  *   due at once, or one later than `lateToleranceMs`), are misfires: with misfire on they run once,
  *   under the earliest, as source MISFIRE (the rest are folded into it); with misfire off they are
- *   skipped.
+ *   skipped. The MISFIRE run of leaderless fires is catch-up work too: the fires behind it wait for
+ *   it rather than finding its item running.
  */
 export function planDueFires(input: DueFiresInput): DueFiresPlan {
   const { fireTimes, now, misfire, lateToleranceMs, leaderlessUntil, leaderlessGraceMs } = input;
@@ -63,8 +64,10 @@ export function planDueFires(input: DueFiresInput): DueFiresPlan {
   const misfiredLate = misfired.filter((t) => leaderlessUntil !== undefined && t <= leaderlessUntil);
   const behind = misfired.filter((t) => !misfiredLate.includes(t));
 
-  // Fires too old to run as themselves: one MISFIRE run for all of them, or none.
-  const coalesce = (times: readonly number[]) => {
+  // Fires too old to run as themselves: one MISFIRE run for all of them, or none. The run of
+  // leaderless ones is owed work (catch-up), as the recent leaderless fires are: a regular fire that
+  // finds it running waits behind it instead of marking a misfire and re-running the item at once.
+  const coalesce = (times: readonly number[], catchUp: boolean) => {
     if (times.length === 0) return;
     if (!misfire) {
       plan.skipped.push(...times);
@@ -72,11 +75,11 @@ export function planDueFires(input: DueFiresInput): DueFiresPlan {
     }
     if (plan.run) plan.later.push(...times);
     else {
-      plan.run = { fireTime: times[0], source: 'MISFIRE', catchUp: false };
+      plan.run = { fireTime: times[0], source: 'MISFIRE', catchUp };
       plan.folded.push(...times.slice(1));
     }
   };
-  coalesce(misfiredLate);
+  coalesce(misfiredLate, true);
   for (const t of fresh) {
     if (plan.run) plan.later.push(t);
     else plan.run = { fireTime: t, source: 'NORMAL', catchUp: true };
@@ -84,7 +87,7 @@ export function planDueFires(input: DueFiresInput): DueFiresPlan {
   if (behind.length > 0) {
     if (plan.run) plan.later.push(...behind);
     else if (behind.length === 1 && now - behind[0] <= lateToleranceMs) plan.run = { fireTime: behind[0], source: 'NORMAL', catchUp: false };
-    else coalesce(behind);
+    else coalesce(behind, false);
   }
   plan.later.push(...ahead);
   plan.later.sort((a, b) => a - b);

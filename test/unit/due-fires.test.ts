@@ -29,7 +29,7 @@ describe('planDueFires', () => {
     const open = { leaderlessUntil: Number.POSITIVE_INFINITY };
     expect(plan([s(0)], s(3), { ...open, misfire: false })).toEqual({ run: { fireTime: s(0), source: 'NORMAL', catchUp: true }, skipped: [], folded: [], later: [] });
     expect(plan([s(0), s(5)], s(6), { ...open, misfire: false })).toEqual({ run: { fireTime: s(5), source: 'NORMAL', catchUp: true }, skipped: [s(0)], folded: [], later: [] });
-    expect(plan([s(0), s(5)], s(6), open)).toEqual({ run: { fireTime: s(0), source: 'MISFIRE', catchUp: false }, skipped: [], folded: [], later: [s(5)] });
+    expect(plan([s(0), s(5)], s(6), open)).toEqual({ run: { fireTime: s(0), source: 'MISFIRE', catchUp: true }, skipped: [], folded: [], later: [s(5)] });
   });
 
   it('a leader that fell behind with misfire off skips the due fires', () => {
@@ -52,10 +52,10 @@ describe('planDueFires', () => {
     }
   });
 
-  it('leaderless fires older than the grace follow the misfire policy, before the recent ones', () => {
+  it('leaderless fires older than the grace follow the misfire policy, before the recent ones; their MISFIRE run is catch-up work', () => {
     const input = { leaderlessUntil: s(10), leaderlessGraceMs: 3_000 };
     expect(plan([s(5), s(6), s(7), s(8), s(9), s(10)], s(10) + 200, input)).toEqual({
-      run: { fireTime: s(5), source: 'MISFIRE', catchUp: false },
+      run: { fireTime: s(5), source: 'MISFIRE', catchUp: true },
       skipped: [],
       folded: [s(6), s(7)],
       later: [s(8), s(9), s(10)],
