@@ -7,30 +7,19 @@
  * `leader:elected` (every job view loaded, the timer armed), its CPU and ZooKeeper's over that time,
  * and its RSS. PROFILE=file.cpuprofile also writes a CPU profile of the load.
  */
-import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import path from 'node:path';
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { startNode } from '../../src';
+import { spawnRegisteringWorker } from '../lib/job-mix';
 import { procSample } from '../lib/services';
 import { RedisServer } from '../../src/dev/redis-server';
 import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 
 const N = Number(process.env.N ?? 10_000);
-
-const WORKER = `
-const { defineJob, startNode } = require(process.argv[1]);
-(async () => {
-  const n = Number(process.argv[2]);
-  // MIX=issue23: 1% every second, 20% every minute, the rest hourly or daily (issue 23's mix).
-  const cron = (i) => process.argv[3] !== 'issue23' ? '* * * * * ?' : i < n / 100 ? '* * * * * ?' : i < n / 100 + n / 5 ? '0 * * * * ?' : i % 2 ? '0 0 * * * ?' : '0 0 3 * * ?';
-  const jobs = Array.from({ length: n }, (_, i) => defineJob({ name: 's' + i, cron: cron(i), monitorExecution: false, execute: async () => {} }));
-  const started = Date.now();
-  await startNode({ roles: ['worker'], jobs, concurrency: 200 });
-  process.stdout.write('registered ' + (Date.now() - started) + '\\n');
-})();`;
 
 /** CPU milliseconds of `pid` so far. */
 const cpuMs = (pid: number): number => Math.round(procSample(pid).cpuSeconds * 1000);
@@ -41,15 +30,11 @@ async function main(): Promise<void> {
   const zk = await ZooKeeperServer.start({ jvm: 'server', maxHeapMb: Number(process.env.ZK_HEAP_MB ?? 2048) });
   const redis = await RedisServer.start();
   const env = { SHARDCRON_ZK: zk.connectionString, SHARDCRON_REDIS_URL: redis.url, SHARDCRON_NAMESPACE: 'load', SHARDCRON_LOG_LEVEL: 'silent' };
-  const worker = spawn(process.execPath, ['-e', WORKER, dist, String(N), process.env.MIX ?? ''], { env: { PATH: process.env.PATH, ...env, SHARDCRON_INSTANCE_ID: 'worker-1' }, stdio: ['ignore', 'pipe', 'inherit'] });
+  let worker: ChildProcess | undefined;
   try {
-    await new Promise<void>((resolve, reject) => {
-      worker.on('exit', (code) => reject(new Error(`the worker exited with ${code}`)));
-      worker.stdout.on('data', (chunk) => {
-        process.stdout.write(`${N} jobs ${String(chunk).trim()} ms\n`);
-        resolve();
-      });
-    });
+    const registering = await spawnRegisteringWorker(dist, N, process.env.MIX ?? '', { ...env, SHARDCRON_INSTANCE_ID: 'worker-1' });
+    worker = registering.child;
+    process.stdout.write(`${N} jobs registered ${registering.registeredMs} ms\n`);
     Object.assign(process.env, env, { SHARDCRON_INSTANCE_ID: 'leader-1' });
     const session = new Session();
     session.connect();
@@ -76,7 +61,7 @@ async function main(): Promise<void> {
     session.disconnect();
     await node.close();
   } finally {
-    worker.kill('SIGKILL');
+    worker?.kill('SIGKILL');
     await zk.stop();
     await redis.stop();
   }

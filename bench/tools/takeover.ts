@@ -19,6 +19,7 @@ import { Session } from 'node:inspector/promises';
 import path from 'node:path';
 import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { startNode } from '../../src';
+import { spawnRegisteringWorker } from '../lib/job-mix';
 import { procSample } from '../lib/services';
 import { RedisServer } from '../../src/dev/redis-server';
 import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
@@ -26,16 +27,6 @@ import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 const N = Number(process.env.N ?? 10_000);
 const SESSION_MS = Number(process.env.SESSION_MS ?? 4_000);
 const WARM = process.env.WARM !== 'off';
-
-const WORKER = `
-const { defineJob, startNode } = require(process.argv[1]);
-(async () => {
-  const n = Number(process.argv[2]);
-  const cron = (i) => process.argv[3] !== 'issue23' ? '* * * * * ?' : i < n / 100 ? '* * * * * ?' : i < n / 100 + n / 5 ? '0 * * * * ?' : i % 2 ? '0 0 * * * ?' : '0 0 3 * * ?';
-  const jobs = Array.from({ length: n }, (_, i) => defineJob({ name: 's' + i, cron: cron(i), monitorExecution: false, execute: async () => {} }));
-  await startNode({ roles: ['worker'], jobs, concurrency: 200 });
-  process.stdout.write('ready\\n');
-})();`;
 
 const LEADER = `
 const { startNode } = require(process.argv[1]);
@@ -73,7 +64,7 @@ async function main(): Promise<void> {
   const children: ChildProcess[] = [];
   try {
     const started = Date.now();
-    children.push(await spawnReady(WORKER, [dist, String(N), process.env.MIX ?? ''], { ...env, SHARDCRON_INSTANCE_ID: 'worker-1' }));
+    children.push((await spawnRegisteringWorker(dist, N, process.env.MIX ?? '', { ...env, SHARDCRON_INSTANCE_ID: 'worker-1' })).child);
     const leader = await spawnReady(LEADER, [dist], { ...env, SHARDCRON_INSTANCE_ID: 'leader-1' });
     children.push(leader);
     process.stdout.write(`${N} jobs registered and led after ${Date.now() - started} ms\n`);

@@ -3,7 +3,7 @@ import { targetsFor } from '../shared/sharding/assignment';
 import { decodeInstanceInfo, type InstanceInfo } from '../shared/registry/instance-info';
 import type { Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry/registry-paths';
-import { ChildrenCache, NodeCache, type CacheListeners, type ChildrenCacheEvents, type NodeCacheEvents, type ZkClient } from '../shared/zk';
+import { ChildrenCache, NodeCache, type ChildrenCacheEvents, type NodeCacheEvents, type ZkClient } from '../shared/zk';
 
 /** A live instance that can receive items of this job. */
 export interface LiveInstance {
@@ -39,6 +39,27 @@ const decodeServer = (data: Buffer): string => {
 const decodeFlag = (): true => true;
 
 type ViewListener = (payload: never, view: JobView) => void;
+type Subscriptions = ReadonlyArray<keyof JobViewEvents | ViewListener>;
+
+const NO_SUBSCRIPTIONS: Subscriptions = Object.freeze([]);
+/**
+ * The subscription array that follows each one on subscribing `listener` to `event`. A leader's
+ * views all get the same listeners in the same order (the job registry's six, 144 bytes of array
+ * per job), so they share their arrays: views subscribe along the same chain. Weak maps: a `once`
+ * wrapper or a view's last array, once unused, leaves with what it keyed.
+ */
+const transitions = new WeakMap<Subscriptions, Map<keyof JobViewEvents, WeakMap<ViewListener, Subscriptions>>>();
+
+function subscribed(subs: Subscriptions, event: keyof JobViewEvents, listener: ViewListener): Subscriptions {
+  let byEvent = transitions.get(subs);
+  if (!byEvent) transitions.set(subs, (byEvent = new Map()));
+  let byListener = byEvent.get(event);
+  if (!byListener) byEvent.set(event, (byListener = new WeakMap()));
+  let next = byListener.get(listener);
+  // concat, not a spread: it allocates the exact length, where a spread leaves room for 29.
+  if (!next) byListener.set(listener, (next = Object.freeze(subs.concat([event, listener]))));
+  return next;
+}
 
 /**
  * A listener of a view's events. It gets the view as well, so that one function can serve every
@@ -69,57 +90,40 @@ function sharedEligible(instances: readonly LiveInstance[]): readonly LiveInstan
 
 type ChildEvent<T> = ChildrenCacheEvents<T>['added'];
 
-/*
- * The listeners of a view's caches: small objects whose methods live on the prototype. Closures
- * would cost a function (and, under tsx, a property array for its kept name) per job and event.
+/**
+ * The listener of a view's five caches: one small object per view whose methods live on the
+ * prototype and tell the caches apart by identity (closures would cost a function per job and
+ * event, and an object per cache 32 bytes each: 128 bytes per job more).
  */
-class ConfigListener implements CacheListeners<NodeCacheEvents<JobConfig>> {
+class ViewCacheListener {
   constructor(private readonly view: JobView) {}
-  changed({ value }: NodeCacheEvents<JobConfig>['changed']): void {
-    if (value) this.view.handleConfig(value);
-  }
-  invalid({ error }: NodeCacheEvents<JobConfig>['invalid']): void {
-    this.view.handleInvalidConfig(error);
-  }
-}
 
-class InstancesListener implements CacheListeners<ChildrenCacheEvents<InstanceInfo>> {
-  constructor(private readonly view: JobView) {}
-  added(): void {
-    this.view.handleReshard('instance joined');
+  // Payloads as each cache's events have them, told apart by the cache.
+  changed(payload: object, cache: object): void {
+    const view = this.view;
+    if (cache === view.configCache) {
+      const { value } = payload as NodeCacheEvents<JobConfig>['changed'];
+      if (value) view.handleConfig(value);
+    } else if (cache === view.instancesCache) view.handleInstanceChanged(payload as ChildEvent<InstanceInfo>);
+    else if (cache === view.serversCache) view.handleReshard('server enabled/disabled');
+    else if (cache === view.necessaryCache) view.handleReshard('sharding flag set');
   }
-  removed(entry: ChildEvent<InstanceInfo>): void {
-    this.view.handleInstanceRemoved(entry);
-  }
-  changed(entry: ChildEvent<InstanceInfo>): void {
-    this.view.handleInstanceChanged(entry);
-  }
-}
 
-class ServersListener implements CacheListeners<ChildrenCacheEvents<string>> {
-  constructor(private readonly view: JobView) {}
-  added(): void {
-    this.view.handleReshard('server added');
+  invalid({ error }: { error: unknown }, cache: object): void {
+    if (cache === this.view.configCache) this.view.handleInvalidConfig(error);
   }
-  changed(): void {
-    this.view.handleReshard('server enabled/disabled');
-  }
-  removed(): void {
-    this.view.handleReshard('server removed');
-  }
-}
 
-class TriggersListener implements CacheListeners<ChildrenCacheEvents<undefined>> {
-  constructor(private readonly view: JobView) {}
-  added({ name }: ChildEvent<undefined>): void {
-    this.view.handleTrigger(name);
+  added(entry: ChildEvent<unknown>, cache: object): void {
+    const view = this.view;
+    if (cache === view.instancesCache) view.handleReshard('instance joined');
+    else if (cache === view.serversCache) view.handleReshard('server added');
+    else if (cache === view.triggersCache) view.handleTrigger(entry.name);
   }
-}
 
-class NecessaryListener implements CacheListeners<NodeCacheEvents<true>> {
-  constructor(private readonly view: JobView) {}
-  changed(): void {
-    this.view.handleReshard('sharding flag set');
+  removed(entry: ChildEvent<unknown>, cache: object): void {
+    const view = this.view;
+    if (cache === view.instancesCache) view.handleInstanceRemoved(entry as ChildEvent<InstanceInfo>);
+    else if (cache === view.serversCache) view.handleReshard('server removed');
   }
 }
 
@@ -134,14 +138,24 @@ class NecessaryListener implements CacheListeners<NodeCacheEvents<true>> {
  * watch on `sharding`. The eligible instances are computed once per change, not once per fire.
  */
 export class JobView {
-  /** Subscriptions as flat `[event, listener, ...]` pairs: a view has a handful, and one map of sets per job costs more than the rest of the view. */
-  private subscriptions: Array<keyof JobViewEvents | ViewListener> = [];
-  private readonly configCache: NodeCache<JobConfig>;
-  private readonly instancesCache: ChildrenCache<InstanceInfo>;
-  private readonly serversCache: ChildrenCache<string>;
-  private readonly necessaryCache: NodeCache<true>;
+  /**
+   * Subscriptions as flat `[event, listener, ...]` pairs, never changed in place (copy on write) and
+   * shared between views ({@link subscribed}): a view has a handful, and one map of sets per job
+   * costs more than the rest of the view.
+   */
+  private subscriptions: Subscriptions = NO_SUBSCRIPTIONS;
+  // The caches are read by their listener (ViewCacheListener) too, hence not private.
+  /** @internal */
+  readonly configCache: NodeCache<JobConfig>;
+  /** @internal */
+  readonly instancesCache: ChildrenCache<InstanceInfo>;
+  /** @internal */
+  readonly serversCache: ChildrenCache<string>;
+  /** @internal */
+  readonly necessaryCache: NodeCache<true>;
   /** `trigger/{requestId}` names (no data read): manual trigger requests (DESIGN.md flow 10). */
-  private readonly triggersCache: ChildrenCache<undefined>;
+  /** @internal */
+  readonly triggersCache: ChildrenCache<undefined>;
   /**
    * `sharding/{i}/disabled` for every item i below shardingTotalCount: an existence watch, which
    * the `running` locks that come and go with every execution do not trigger (a watch on the
@@ -159,22 +173,30 @@ export class JobView {
     readonly job: string,
     private readonly log: Logger,
   ) {
-    this.configCache = new NodeCache(zk, { path: registryPaths.jobConfig(job), decode: decodeConfig, logger: log, listeners: new ConfigListener(this) });
+    const listeners = new ViewCacheListener(this);
+    this.configCache = new NodeCache(zk, { path: registryPaths.jobConfig(job), decode: decodeConfig, logger: log, listeners });
     this.instancesCache = new ChildrenCache(zk, {
       path: registryPaths.jobInstances(job),
       decode: decodeInstance,
       logger: log,
-      listeners: new InstancesListener(this),
+      listeners,
+      internNames: true,
     });
-    this.serversCache = new ChildrenCache(zk, { path: registryPaths.jobServers(job), decode: decodeServer, logger: log, listeners: new ServersListener(this) });
+    this.serversCache = new ChildrenCache(zk, {
+      path: registryPaths.jobServers(job),
+      decode: decodeServer,
+      logger: log,
+      listeners,
+      internNames: true,
+    });
     this.necessaryCache = new NodeCache(zk, {
       path: registryPaths.leaderShardingNecessary(job),
       decode: decodeFlag,
       expectAbsent: true,
       logger: log,
-      listeners: new NecessaryListener(this),
+      listeners,
     });
-    this.triggersCache = new ChildrenCache(zk, { path: registryPaths.triggers(job), logger: log, listeners: new TriggersListener(this), expectAbsent: true });
+    this.triggersCache = new ChildrenCache<undefined>(zk, { path: registryPaths.triggers(job), logger: log, listeners, expectAbsent: true });
   }
 
   /** Trigger request ids waiting under `trigger/`, oldest first (ids sort by time). */
@@ -263,14 +285,13 @@ export class JobView {
       ...this.disabledCaches.map((c) => c.close()),
     ]);
     this.disabledCaches = [];
-    this.subscriptions = [];
+    this.subscriptions = NO_SUBSCRIPTIONS;
   }
 
   /** Subscribes; returns a function that unsubscribes. A listener that throws is logged and ignored. */
   on<K extends keyof JobViewEvents>(event: K, listener: JobViewListener<K>): () => void {
     // Copy on write: an emit in progress iterates the array it started with, as TypedEmitter does.
-    // concat, not a spread: it allocates the exact length, where a spread leaves room for 29.
-    this.subscriptions = this.subscriptions.concat([event, listener as ViewListener]);
+    this.subscriptions = subscribed(this.subscriptions, event, listener as ViewListener);
     return () => this.off(event, listener);
   }
 

@@ -63,6 +63,24 @@ describe('ZkClient operations', () => {
     expect(await a.children('/')).toEqual(['only-in-a']);
   });
 
+  it('works under a chroot in the connection string, with every path it hands back relative to its namespace (the connection is chrooted to the namespace root)', async () => {
+    const namespace = uniqueNamespace('ns');
+    const root = await connectZk(server.connectionString, { namespace: 'apps' });
+    const zk = await connectZk(`${server.connectionString}/apps`, { namespace });
+    // A relative path that begins with the namespace's own name stays what it is.
+    await zk.ensurePath(`/${namespace}/dir`);
+    expect(await zk.create(`/${namespace}/dir/n_`, 'x', 'persistent_sequential')).toMatch(new RegExp(`^/${namespace}/dir/n_\\d{10}$`));
+    const [created] = await zk.multi().create(`/${namespace}/made-in-a-multi`, 'y').commit();
+    expect(created.path).toBe(`/${namespace}/made-in-a-multi`);
+    const events: string[] = [];
+    await zk.children(`/${namespace}/dir`, ({ type, path }) => events.push(`${type} ${path}`));
+    await zk.create(`/${namespace}/dir/second`);
+    await eventually(() => expect(events).toEqual([`childrenChanged /${namespace}/dir`]));
+    // On the server: under the connection string's chroot, then the namespace.
+    expect((await root.children(`/${namespace}/${namespace}`)).sort()).toEqual(['dir', 'made-in-a-multi']);
+    expect(await zk.children('/')).toEqual([namespace]);
+  });
+
   it('maps ZooKeeper failures to named error codes', async () => {
     const zk = await connectZk(server.connectionString);
     await zk.create('/n', 'x');

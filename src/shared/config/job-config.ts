@@ -20,6 +20,7 @@ import { z } from 'zod';
 import { jsonCodec, type JsonCodec } from '../codec';
 import { isValidTimeZone, validateCron } from '../cron/cron';
 import { ConfigError, ErrorCodes, ShardcronError, type FieldIssue } from '../errors';
+import { intern } from '../intern';
 import { isValidJobName } from '../registry/registry-paths';
 import { toFieldIssues } from '../validation';
 import {
@@ -219,13 +220,21 @@ export function rawJobName(input: unknown): unknown {
   return isRecord(input) ? input.name : undefined;
 }
 
+/** Longer string fields (a description, item parameters) are rarely shared: not interned. */
+const INTERNED_MAX_LENGTH = 64;
+
 /**
  * Picks the stored fields of a validated config or resolved job definition, in canonical order,
  * and freezes them. Does not validate again: use {@link parseJobConfig} for unvalidated values.
  */
 export function toJobConfig(definition: JobConfig): JobConfig {
   const config: Record<string, unknown> = {};
-  for (const field of JOB_CONFIG_FIELDS) if (definition[field] !== undefined) config[field] = definition[field];
+  for (const field of JOB_CONFIG_FIELDS) {
+    const value = definition[field];
+    if (value === undefined) continue;
+    // Values jobs share (cron, time zone, strategy, type...) as one string each; not the name.
+    config[field] = typeof value === 'string' && field !== 'name' && value.length <= INTERNED_MAX_LENGTH ? intern(value) : value;
+  }
   return Object.freeze(config) as unknown as JobConfig;
 }
 

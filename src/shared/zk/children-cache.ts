@@ -1,4 +1,5 @@
 import { ErrorCodes } from '../errors';
+import { intern } from '../intern';
 import type { Logger } from '../logger';
 import type { ZkClient } from './zk-client';
 import { WatchedCache, type CacheListeners } from './watched-cache';
@@ -22,6 +23,11 @@ export interface ChildrenCacheOptions<T> {
    * listing that fails and then an `exists`. An empty parent that exists costs one request more per load.
    */
   expectAbsent?: boolean;
+  /**
+   * Child names repeat across many caches (instance ids and server ips, in a cache per job): keep
+   * one string per name ({@link intern}). Not for names that never repeat, such as request ids.
+   */
+  internNames?: boolean;
 }
 
 export interface ChildEntry<T> {
@@ -56,10 +62,15 @@ export interface ChildrenCacheEvents<T> {
  * serialized (a change during a reload schedules one more).
  */
 export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEvents<T>> {
-  /** Made with the first child: most item caches never have one, and an empty map per cache adds up. */
-  private entries: Map<string, ChildEntry<T>> | undefined;
+  /**
+   * The children: none, one entry as is, or a map from the second child on. Most of a leader's
+   * caches hold one child (the one worker of a job, its one server) or none, and a map of one entry
+   * costs 200 bytes: 400 bytes per job.
+   */
+  private entries: Map<string, ChildEntry<T>> | ChildEntry<T> | undefined;
   private readonly decode: ChildrenCacheOptions<T>['decode'];
   private readonly expectAbsent: boolean;
+  private readonly internNames: boolean;
   /** Children whose data watch fired; made on first use, as most caches never need it. */
   private staleData: Set<string> | undefined;
   private fullReload = false;
@@ -71,6 +82,7 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
     super(zk, options.path, 'children cache', options.logger, options.listeners);
     this.decode = options.decode;
     this.expectAbsent = options.expectAbsent === true;
+    this.internNames = options.internNames === true;
   }
 
   /** Loads the current children and starts watching. */
@@ -82,24 +94,53 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
 
   /** Child names, sorted. */
   names(): string[] {
-    return this.entries ? [...this.entries.keys()].sort() : [];
+    const entries = this.entries;
+    if (entries === undefined) return [];
+    return entries instanceof Map ? [...entries.keys()].sort() : [entries.name];
   }
 
   get(name: string): ChildEntry<T> | undefined {
-    return this.entries?.get(name);
+    const entries = this.entries;
+    if (entries instanceof Map) return entries.get(name);
+    return entries?.name === name ? entries : undefined;
   }
 
   has(name: string): boolean {
-    return this.entries?.has(name) ?? false;
+    return this.get(name) !== undefined;
   }
 
   get size(): number {
-    return this.entries?.size ?? 0;
+    const entries = this.entries;
+    return entries === undefined ? 0 : entries instanceof Map ? entries.size : 1;
   }
 
   /** Entries sorted by name. */
   values(): ChildEntry<T>[] {
-    return this.names().map((n) => this.entries!.get(n)!);
+    return this.names().map((n) => this.get(n)!);
+  }
+
+  private entryList(): ChildEntry<T>[] {
+    const entries = this.entries;
+    return entries === undefined ? [] : entries instanceof Map ? [...entries.values()] : [entries];
+  }
+
+  private setEntry(entry: ChildEntry<T>): void {
+    const entries = this.entries;
+    if (entries === undefined || (!(entries instanceof Map) && entries.name === entry.name)) this.entries = entry;
+    else if (entries instanceof Map) entries.set(entry.name, entry);
+    else this.entries = new Map([[entries.name, entries], [entry.name, entry]]);
+  }
+
+  private deleteEntry(name: string): void {
+    const entries = this.entries;
+    if (!(entries instanceof Map)) {
+      if (entries?.name === name) this.entries = undefined;
+      return;
+    }
+    entries.delete(name);
+    // Back to one entry as is.
+    if (entries.size === 1) this.entries = entries.values().next().value as ChildEntry<T>;
+    else if (entries.size === 0) this.entries = undefined;
   }
 
   /** A resync reloads every child's data too. */
@@ -124,7 +165,7 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
     let names: string[] = [];
     try {
       // Usually absent while empty: if the parent exists now, the listing follows.
-      if (!this.expectAbsent || this.entries?.size || (await this.zk.exists(this.path, this.watcher))) names = await this.zk.children(this.path, this.watcher);
+      if (!this.expectAbsent || this.size > 0 || (await this.zk.exists(this.path, this.watcher))) names = await this.zk.children(this.path, this.watcher);
     } catch (err) {
       if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE)) throw err;
       // Parent absent: watch for its creation; if it appeared meanwhile, go round again.
@@ -133,9 +174,10 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
     }
     if (this.closed) return;
     const present = new Set(names);
-    for (const [name, entry] of this.entries ?? []) {
+    for (const entry of this.entryList()) {
+      const name = entry.name;
       if (present.has(name)) continue;
-      this.entries!.delete(name);
+      this.deleteEntry(name);
       this.staleData?.delete(name);
       this.emit('removed', entry);
     }
@@ -145,8 +187,8 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
     if (this.closed) return;
     for (const entry of read) {
       if (!entry) continue;
-      const before = this.entries?.get(entry.name);
-      (this.entries ??= new Map()).set(entry.name, entry);
+      const before = this.get(entry.name);
+      this.setEntry(entry);
       if (!before) this.emit('added', entry);
       else if (before.version === undefined || entry.version === undefined || before.version !== entry.version || before.ctimeMs !== entry.ctimeMs) {
         this.emit('changed', entry);
@@ -156,7 +198,8 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
   }
 
   /** Reads one child (data + watch when decoding); undefined when it vanished meanwhile. */
-  private async readChild(name: string): Promise<ChildEntry<T> | undefined> {
+  private async readChild(listed: string): Promise<ChildEntry<T> | undefined> {
+    const name = this.internNames ? intern(listed) : listed;
     this.staleData?.delete(name);
     const decode = this.decode;
     if (!decode) return { name, data: undefined, version: undefined, ctimeMs: undefined };

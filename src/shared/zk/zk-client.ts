@@ -321,6 +321,7 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
       try {
         await session.open(this.options.connectTimeoutMs);
         await session.mkdirp(this.ns.root, this.ns.acls);
+        this.ns.sessionChrooted(session.enterChroot(this.ns.root));
         return session;
       } catch (err) {
         lastError = err;

@@ -21,6 +21,12 @@ export class ZkNamespace {
   /** The ACL every node of the namespace is created with. */
   readonly acls: zookeeper.ACL[];
   private readonly rawWatchers = new WeakMap<ZkWatcher, (event: zookeeper.Event) => void>();
+  /**
+   * Whether the connection adds the root to paths itself (driver/chroot.ts): decided by the first
+   * session, and the same for every later one (the same library). Then {@link abs} and {@link rel}
+   * change nothing.
+   */
+  private chrooted: boolean | undefined;
 
   constructor(namespace: string, withDigest: boolean, private readonly log: Logger) {
     this.root = `/${namespace}`;
@@ -30,16 +36,35 @@ export class ZkNamespace {
     this.acls = withDigest ? constants.CREATOR_ALL_ACL : constants.OPEN_ACL_UNSAFE;
   }
 
-  /** The absolute path of a namespace-relative one; throws ZK_BAD_ARGUMENTS unless it starts with '/'. */
+  /**
+   * Records whether a new session's connection took the root as its chroot. Every session of a
+   * client must answer as the first did: a path is either relative or absolute for all of them.
+   */
+  sessionChrooted(chrooted: boolean): void {
+    if (this.chrooted === undefined) this.chrooted = chrooted;
+    else if (this.chrooted !== chrooted) throw new ShardcronError(ErrorCodes.ZK_CONNECT_FAILED, `ZooKeeper session could not take the namespace root ${this.root} as its chroot, as the earlier ones did`);
+  }
+
+  /**
+   * The path to hand the library for a namespace-relative one: itself on a chrooted connection, else
+   * absolute. Throws ZK_BAD_ARGUMENTS unless it starts with '/'.
+   */
   abs(path: string): string {
     if (!path.startsWith('/')) {
       throw new ShardcronError(ErrorCodes.ZK_BAD_ARGUMENTS, `ZooKeeper path must start with '/': ${JSON.stringify(path)}`);
     }
-    return path === '/' ? this.root : this.root + path;
+    if (this.chrooted) return path;
+    // A join, not `+`: one flat string, not a cons string of two. The watch registry keeps the path
+    // of every watch (a leader has eight per job), and a cons string costs 32 bytes more once flattened.
+    return path === '/' ? this.root : [this.root, path].join('');
   }
 
-  /** The namespace-relative path of an absolute one; a path outside the namespace is returned as is. */
+  /**
+   * The namespace-relative path of one the library handed back: itself on a chrooted connection,
+   * else the absolute path made relative (a path outside the namespace is returned as is).
+   */
   rel(path: string): string {
+    if (this.chrooted) return path;
     if (path === this.root) return '/';
     return path.startsWith(this.root + '/') ? path.slice(this.root.length) : path;
   }

@@ -3,7 +3,7 @@ import * as zookeeper from 'node-zookeeper-client';
 import { ErrorCodes, ShardcronError } from '../errors';
 import type { Logger } from '../logger';
 import { toZkError, ZkError } from './zk-errors';
-import { installDriverPatches } from './driver';
+import { enterChroot, installDriverPatches } from './driver';
 import { sessionIdHex } from './zk-types';
 
 interface SessionHandlers {
@@ -106,6 +106,15 @@ export class ZkSession {
         err ? reject(toZkError(err, 'ensurePath', path)) : resolve(),
       );
     });
+  }
+
+  /**
+   * Chroots this session's connection to `root` (which must exist) from now on: paths of later
+   * requests and of what they read back are relative to it. False when the library's internals do
+   * not allow it (see driver/chroot.ts); the caller then keeps adding the root itself.
+   */
+  enterChroot(root: string): boolean {
+    return enterChroot(this.raw, root);
   }
 
   armLossTimer(onLoss: () => void): void {

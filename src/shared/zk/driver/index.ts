@@ -5,7 +5,8 @@
  * - zk-wire.ts: multis written and read in one pass, without the library's records (allocations);
  * - socket-data-fix.ts: several answers in one socket read handled in a loop (copies, stack depth);
  * - watch-registry.ts: one map of watchers instead of an EventEmitter per path (memory);
- * - stackless-exceptions.ts: the library's answer errors built without a stack trace (CPU).
+ * - stackless-exceptions.ts: the library's answer errors built without a stack trace (CPU);
+ * - chroot.ts: the namespace as the connection's chroot once its root exists (memory).
  */
 import type * as zookeeper from 'node-zookeeper-client';
 import { installSocketDataFix } from './socket-data-fix';
@@ -13,6 +14,7 @@ import { installStacklessExceptions } from './stackless-exceptions';
 import { installWatchRegistry } from './watch-registry';
 import { installMultiDecoder } from './zk-wire';
 
+export { enterChroot } from './chroot';
 export { withoutStack } from './stackless-exceptions';
 export { queueMulti, MultiRequest, type MultiOpResult, type RawAcl, type WireOp } from './zk-wire';
 

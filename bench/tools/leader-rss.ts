@@ -1,0 +1,89 @@
+/**
+ * What a leader of N jobs holds in memory, as its own process:
+ * `N=100000 MIX=issue23 npx tsx bench/tools/leader-rss.ts [DIST]` (`npm run build` first).
+ * Starts its own ZooKeeper and Redis, registers N jobs through a worker process (bench/lib/job-mix.ts), then spawns a scheduler-only process on DIST (default: this checkout's dist/) and samples
+ * it every 5 s for WATCH_S seconds after `leader:elected` (default 60): RSS, V8 heap total and used,
+ * external and array buffers. At the end it asks the leader for a full GC and prints the live heap.
+ * HEAP_SNAPSHOT=file.heapsnapshot writes the leader's heap at the end.
+ * LEADER_NODE_ARGS (e.g. "--max-semi-space-size=4") and LEADER_ENV (e.g. "MALLOC_ARENA_MAX=2") are
+ * passed to the leader's process, to compare settings in one session.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { spawnRegisteringWorker } from '../lib/job-mix';
+import { procSample } from '../lib/services';
+import { RedisServer } from '../../src/dev/redis-server';
+import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
+
+const N = Number(process.env.N ?? 10_000);
+const WATCH_S = Number(process.env.WATCH_S ?? 60);
+
+const LEADER = `
+const { startNode } = require(process.argv[1]);
+(async () => {
+  const started = Date.now();
+  const node = await startNode({ roles: ['scheduler'] });
+  node.leader.on('leader:elected', () => process.send({ elected: Date.now() - started }));
+  process.on('message', (m) => {
+    if (m === 'mem') process.send({ mem: process.memoryUsage() });
+    if (m === 'gc') { global.gc(); process.send({ live: process.memoryUsage() }); }
+    if (m === 'snapshot') { require('v8').writeHeapSnapshot(process.env.HEAP_SNAPSHOT); process.send({ mem: process.memoryUsage() }); }
+  });
+})();`;
+
+const mb = (bytes: number) => Math.round(bytes / 2 ** 20);
+const show = (m: NodeJS.MemoryUsage) => `rss ${mb(m.rss)} heapTotal ${mb(m.heapTotal)} heapUsed ${mb(m.heapUsed)} external ${mb(m.external)} arrayBuffers ${mb(m.arrayBuffers)}`;
+
+async function main(): Promise<void> {
+  if (!Number.isInteger(N) || N < 1) throw new Error(`N must be a positive whole number, got ${process.env.N}`);
+  if (!Number.isFinite(WATCH_S) || WATCH_S < 0) throw new Error(`WATCH_S must be a number of seconds, got ${process.env.WATCH_S}`);
+  const dist = path.resolve(process.argv[2] ?? path.join(__dirname, '..', '..', 'dist'));
+  const zk = await ZooKeeperServer.start({ jvm: 'server', maxHeapMb: Number(process.env.ZK_HEAP_MB ?? 2048) });
+  const redis = await RedisServer.start();
+  const env = { PATH: process.env.PATH, SHARDCRON_ZK: zk.connectionString, SHARDCRON_REDIS_URL: redis.url, SHARDCRON_NAMESPACE: 'rss', SHARDCRON_LOG_LEVEL: 'silent' };
+  let worker: ChildProcess | undefined;
+  let leader: ChildProcess | undefined;
+  try {
+    const registering = await spawnRegisteringWorker(dist, N, process.env.MIX ?? '', { ...env, SHARDCRON_INSTANCE_ID: 'worker-1' });
+    worker = registering.child;
+    process.stdout.write(`${N} jobs registered ${registering.registeredMs} ms\n`);
+    const extraEnv = Object.fromEntries((process.env.LEADER_ENV ?? '').split(/\s+/).filter(Boolean).map((kv) => kv.split('=', 2) as [string, string]));
+    const nodeArgs = (process.env.LEADER_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+    leader = spawn(process.execPath, ['--expose-gc', ...nodeArgs, '-e', LEADER, dist], {
+      env: { ...env, ...extraEnv, SHARDCRON_INSTANCE_ID: 'leader-1', ...(process.env.HEAP_SNAPSHOT ? { HEAP_SNAPSHOT: path.resolve(process.env.HEAP_SNAPSHOT) } : {}) },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    const child = leader;
+    const ask = (what: 'mem' | 'gc' | 'snapshot') =>
+      new Promise<NodeJS.MemoryUsage>((resolve) => {
+        child.once('message', (m: { mem?: NodeJS.MemoryUsage; live?: NodeJS.MemoryUsage }) => resolve((m.mem ?? m.live)!));
+        child.send(what);
+      });
+    const electedMs = await new Promise<number>((resolve, reject) => {
+      child.once('exit', (code) => reject(new Error(`the leader exited with ${code}`)));
+      child.once('message', (m: { elected: number }) => resolve(m.elected));
+    });
+    process.stdout.write(`leader elected ${electedMs} ms after its start (${nodeArgs.join(' ') || 'no node flags'}; ${process.env.LEADER_ENV || 'no extra env'})\n`);
+    let maxRss = 0;
+    for (let s = 0; s <= WATCH_S; s += 5) {
+      const m = await ask('mem');
+      maxRss = Math.max(maxRss, m.rss);
+      process.stdout.write(`  +${s}s ${show(m)}\n`);
+      if (s < WATCH_S) await new Promise((resolve) => setTimeout(resolve, 5_000));
+    }
+    const live = await ask('gc');
+    process.stdout.write(`leader RSS max ${mb(maxRss)} MB over ${WATCH_S} s after elected (/proc: ${Math.round(procSample(child.pid!).rssMb)} MB); after a full GC: ${show(live)}\n`);
+    // HEAP_SNAPSHOT=file: the leader's heap, written by the leader itself.
+    if (process.env.HEAP_SNAPSHOT) await ask('snapshot');
+  } finally {
+    leader?.kill('SIGKILL');
+    worker?.kill('SIGKILL');
+    await zk.stop();
+    await redis.stop();
+  }
+}
+
+main().then(() => process.exit(0), (err) => {
+  process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+});
