@@ -3,7 +3,7 @@
  * `N=100000 MIX=issue23 npx tsx bench/tools/leader-rss.ts [DIST]` (`npm run build` first).
  * Starts its own ZooKeeper and Redis, registers N jobs through a worker process (bench/lib/job-mix.ts), then spawns a scheduler-only process on DIST (default: this checkout's dist/) and samples
  * it every 5 s for WATCH_S seconds after `leader:elected` (default 60): RSS, V8 heap total and used,
- * external and array buffers. At the end it asks the leader for a full GC and prints the live heap.
+ * external and array buffers, and counts its garbage collections. At the end it asks the leader for a full GC and prints the live heap.
  * HEAP_SNAPSHOT=file.heapsnapshot writes the leader's heap at the end.
  * LEADER_NODE_ARGS (e.g. "--max-semi-space-size=4") and LEADER_ENV (e.g. "MALLOC_ARENA_MAX=2") are
  * passed to the leader's process, to compare settings in one session.
@@ -20,12 +20,27 @@ const WATCH_S = Number(process.env.WATCH_S ?? 60);
 
 const LEADER = `
 const { startNode } = require(process.argv[1]);
+const { PerformanceObserver, constants } = require('node:perf_hooks');
+// Garbage collections: full (mark-compact) ones and the pause of all, from the election on.
+const gcs = { full: 0, pauseMs: 0, maxPauseMs: 0 };
+let counting = false;
+new PerformanceObserver((list) => {
+  if (!counting) return;
+  for (const entry of list.getEntries()) {
+    if (entry.detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) gcs.full += 1;
+    gcs.pauseMs += entry.duration;
+    gcs.maxPauseMs = Math.max(gcs.maxPauseMs, entry.duration);
+  }
+}).observe({ entryTypes: ['gc'] });
 (async () => {
   const started = Date.now();
   const node = await startNode({ roles: ['scheduler'] });
-  node.leader.on('leader:elected', () => process.send({ elected: Date.now() - started }));
+  node.leader.on('leader:elected', () => {
+    counting = true;
+    process.send({ elected: Date.now() - started });
+  });
   process.on('message', (m) => {
-    if (m === 'mem') process.send({ mem: process.memoryUsage() });
+    if (m === 'mem') process.send({ mem: process.memoryUsage(), gcs });
     if (m === 'gc') { global.gc(); process.send({ live: process.memoryUsage() }); }
     if (m === 'snapshot') { require('v8').writeHeapSnapshot(process.env.HEAP_SNAPSHOT); process.send({ mem: process.memoryUsage() }); }
   });
@@ -54,9 +69,13 @@ async function main(): Promise<void> {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     const child = leader;
+    let gcs = { full: 0, pauseMs: 0, maxPauseMs: 0 };
     const ask = (what: 'mem' | 'gc' | 'snapshot') =>
       new Promise<NodeJS.MemoryUsage>((resolve) => {
-        child.once('message', (m: { mem?: NodeJS.MemoryUsage; live?: NodeJS.MemoryUsage }) => resolve((m.mem ?? m.live)!));
+        child.once('message', (m: { mem?: NodeJS.MemoryUsage; live?: NodeJS.MemoryUsage; gcs?: typeof gcs }) => {
+          if (m.gcs) gcs = m.gcs;
+          resolve((m.mem ?? m.live)!);
+        });
         child.send(what);
       });
     const electedMs = await new Promise<number>((resolve, reject) => {
@@ -71,6 +90,7 @@ async function main(): Promise<void> {
       process.stdout.write(`  +${s}s ${show(m)}\n`);
       if (s < WATCH_S) await new Promise((resolve) => setTimeout(resolve, 5_000));
     }
+    process.stdout.write(`garbage collections over ${WATCH_S} s after elected: ${gcs.full} full; pauses ${Math.round(gcs.pauseMs)} ms in all, longest ${Math.round(gcs.maxPauseMs)} ms\n`);
     const live = await ask('gc');
     process.stdout.write(`leader RSS max ${mb(maxRss)} MB over ${WATCH_S} s after elected (/proc: ${Math.round(procSample(child.pid!).rssMb)} MB); after a full GC: ${show(live)}\n`);
     // HEAP_SNAPSHOT=file: the leader's heap, written by the leader itself.

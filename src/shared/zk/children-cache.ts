@@ -2,7 +2,7 @@ import { ErrorCodes } from '../errors';
 import { intern } from '../intern';
 import type { Logger } from '../logger';
 import type { ZkClient } from './zk-client';
-import { WatchedCache, type CacheListeners } from './watched-cache';
+import { CacheFlag, WatchedCache, type CacheListeners } from './watched-cache';
 import { ZkError } from './zk-errors';
 import type { ZkStat, ZkWatchEvent } from './zk-types';
 
@@ -69,20 +69,38 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
    */
   private entries: Map<string, ChildEntry<T>> | ChildEntry<T> | undefined;
   private readonly decode: ChildrenCacheOptions<T>['decode'];
-  private readonly expectAbsent: boolean;
-  private readonly internNames: boolean;
   /** Children whose data watch fired; made on first use, as most caches never need it. */
   private staleData: Set<string> | undefined;
-  private fullReload = false;
 
   constructor(
     zk: ZkClient,
     options: ChildrenCacheOptions<T>,
   ) {
-    super(zk, options.path, 'children cache', options.logger, options.listeners);
+    super(zk, options.path, options.logger, options.listeners);
     this.decode = options.decode;
-    this.expectAbsent = options.expectAbsent === true;
-    this.internNames = options.internNames === true;
+    this.setFlag(CacheFlag.expectAbsent, options.expectAbsent === true);
+    this.setFlag(CacheFlag.internNames, options.internNames === true);
+  }
+
+  protected get what(): string {
+    return 'children cache';
+  }
+
+  private get expectAbsent(): boolean {
+    return this.flag(CacheFlag.expectAbsent);
+  }
+
+  private get internNames(): boolean {
+    return this.flag(CacheFlag.internNames);
+  }
+
+  /** The next load reads every child's data too (after start and resyncs). */
+  private get fullReload(): boolean {
+    return this.flag(CacheFlag.fullReload);
+  }
+
+  private set fullReload(on: boolean) {
+    this.setFlag(CacheFlag.fullReload, on);
   }
 
   /** Loads the current children and starts watching. */

@@ -1,7 +1,7 @@
 import { ErrorCodes } from '../errors';
 import type { Logger } from '../logger';
 import type { ZkClient } from './zk-client';
-import { WatchedCache, type CacheListeners } from './watched-cache';
+import { CacheFlag, WatchedCache, type CacheListeners } from './watched-cache';
 import { ZkError } from './zk-errors';
 import type { ZkStat } from './zk-types';
 
@@ -44,15 +44,22 @@ export class NodeCache<T> extends WatchedCache<NodeCacheEvents<T>> {
    */
   private valueState: { value: T | undefined; version: number; ctimeMs: number } | undefined;
   private readonly decode: (data: Buffer, path: string) => T;
-  private readonly expectAbsent: boolean;
 
   constructor(
     zk: ZkClient,
     options: NodeCacheOptions<T>,
   ) {
-    super(zk, options.path, 'node cache', options.logger, options.listeners);
+    super(zk, options.path, options.logger, options.listeners);
     this.decode = options.decode;
-    this.expectAbsent = options.expectAbsent === true;
+    this.setFlag(CacheFlag.expectAbsent, options.expectAbsent === true);
+  }
+
+  protected get what(): string {
+    return 'node cache';
+  }
+
+  private get expectAbsent(): boolean {
+    return this.flag(CacheFlag.expectAbsent);
   }
 
   async start(): Promise<this> {

@@ -115,6 +115,9 @@ class CacheGroup {
 
 const groups = new WeakMap<ZkClient, CacheGroup>();
 
+/** The bits of a cache's flags: two of {@link WatchedCache}'s, the rest its subclasses'. */
+export const CacheFlag = Object.freeze({ closed: 1, again: 2, expectAbsent: 4, internNames: 8, fullReload: 16 });
+
 /**
  * `text` as one flat string. A path built by concatenation (`/${job}/config`) is a V8 cons string
  * of its parts; once hashed (a map key) V8 flattens it into a copy and keeps the cons in front of
@@ -143,14 +146,17 @@ class CacheEmitter<E extends EventMap> extends TypedEmitter<E> {
  * fires later only causes one more reload.
  */
 export abstract class WatchedCache<E extends EventMap & { error: { error: unknown } }> implements GroupMember {
-  protected closed = false;
+  /**
+   * The cache's booleans, its own and its subclass's, as bits of one number ({@link CacheFlag}): a
+   * leader keeps six caches per job, and a field costs 8 bytes in each.
+   */
+  private flags = 0;
   protected readonly log: Logger;
   private emitter: CacheEmitter<E> | undefined;
   /** The loop of loads in progress; requests made meanwhile set `again` and share it. */
   private running: Promise<void> | undefined;
   /** The load() call in progress, which close() waits for. */
   private loading: Promise<void> | undefined;
-  private again = false;
   private group: CacheGroup | undefined;
 
   protected readonly path: string;
@@ -158,12 +164,35 @@ export abstract class WatchedCache<E extends EventMap & { error: { error: unknow
   protected constructor(
     protected readonly zk: ZkClient,
     path: string,
-    private readonly what: string,
     logger?: Logger,
     private readonly initialListeners?: CacheListeners<E>,
   ) {
     this.path = flatString(path);
     this.log = logger ?? silentLogger;
+  }
+
+  /** What the cache is, for log lines ("node cache"). */
+  protected abstract get what(): string;
+
+  protected flag(bit: number): boolean {
+    return (this.flags & bit) !== 0;
+  }
+
+  protected setFlag(bit: number, on: boolean): void {
+    this.flags = on ? this.flags | bit : this.flags & ~bit;
+  }
+
+  protected get closed(): boolean {
+    return this.flag(CacheFlag.closed);
+  }
+
+  /** A load was asked for while one ran: the loop runs once more. */
+  private get again(): boolean {
+    return this.flag(CacheFlag.again);
+  }
+
+  private set again(on: boolean) {
+    this.setFlag(CacheFlag.again, on);
   }
 
   /** Subscribes; returns a function that unsubscribes. Listener exceptions are logged and ignored. */
@@ -221,7 +250,7 @@ export abstract class WatchedCache<E extends EventMap & { error: { error: unknow
 
   async close(): Promise<void> {
     if (this.closed) return;
-    this.closed = true;
+    this.setFlag(CacheFlag.closed, true);
     this.leaveGroup();
     // A load still waiting for its slot is skipped when the slot comes; only one running now is awaited.
     await this.loading?.catch(() => undefined);
