@@ -8,7 +8,7 @@ import { decodeRunningNode } from '../shared/registry/running-node';
 import { forEachLimited } from '../shared/concurrency';
 import { ErrorCodes } from '../shared/errors';
 import { ZkError, type ZkClient } from '../shared/zk';
-import { assignmentStillValid, changedItems, computeAssignment, type Assignment } from '../shared/sharding/assignment';
+import { assignmentStillValid, changedItems, computeAssignment, sharedAssignment, type Assignment } from '../shared/sharding/assignment';
 import { fireRequests } from './dispatch-plan';
 import type { Fence } from './leader-election';
 import type { JobView } from './job-view';
@@ -32,10 +32,39 @@ export interface JobState {
   streamFlagOps?: Promise<void>;
   /** Whether the ledger node exists (created once, then only set). */
   ledgerReady: boolean;
-  /** Items whose `sharding/{i}/instance` node is known to exist; made at the first reshard. */
-  ownerNodes?: Set<number>;
+  /**
+   * Items whose `sharding/{i}/instance` node is known to exist, from the first reshard on: bits of a
+   * number while every such item is below {@link OWNER_BITS} (a Set per job cost about 180 bytes,
+   * and every job of a 100,000-job leader gets one at its first fire), a Set beyond.
+   */
+  ownerNodes?: number | Set<number>;
   /** Items whose `sharding/{i}/instance` node could not be written yet; retried with the next fire. */
   unrecorded?: Set<number>;
+}
+
+/** Items below this are bits of {@link JobState.ownerNodes}. */
+const OWNER_BITS = 30;
+
+function hasOwnerNode(state: JobState, item: number): boolean {
+  const known = state.ownerNodes;
+  if (typeof known === 'number') return item < OWNER_BITS && (known & (1 << item)) !== 0;
+  return known?.has(item) ?? false;
+}
+
+function addOwnerNode(state: JobState, item: number): void {
+  const known = state.ownerNodes ?? 0;
+  if (typeof known === 'number' && item < OWNER_BITS) {
+    state.ownerNodes = known | (1 << item);
+    return;
+  }
+  let set = known;
+  if (typeof set === 'number') {
+    const bits = set;
+    set = new Set();
+    for (let i = 0; i < OWNER_BITS; i += 1) if (bits & (1 << i)) set.add(i);
+  }
+  set.add(item);
+  state.ownerNodes = set;
 }
 
 /** What one fire of one job will do; built first, committed to ZooKeeper, then enqueued. */
@@ -99,7 +128,8 @@ export class FireDispatcher {
         running: await this.runningItems(state, config, eligibleIds),
       });
       changed = changedItems(assignment, next);
-      assignment = next;
+      // Kept as the job's state until its next reshard: one object for equal assignments.
+      assignment = sharedAssignment(next);
       resharded = true;
       this.log.info({ job: config.name, assignment, changed }, 'resharded');
     }
@@ -182,12 +212,12 @@ export class FireDispatcher {
       }
     }
     if (writes.length === 0) return;
-    const missing = await this.missingItemNodes(writes.filter((w) => !w.state?.ownerNodes?.has(w.item)));
+    const missing = await this.missingItemNodes(writes.filter((w) => !(w.state && hasOwnerNode(w.state, w.item))));
     let tx = this.zk.fencedMulti(fence);
     let batch: typeof writes = [];
     const flush = async () => {
       if (tx.size > 1) await tx.commit();
-      for (const w of batch) if (w.state) (w.state.ownerNodes ??= new Set()).add(w.item);
+      for (const w of batch) if (w.state) addOwnerNode(w.state, w.item);
       tx = this.zk.fencedMulti(fence);
       batch = [];
     };

@@ -8,7 +8,7 @@ import type { RedisClient } from '../shared/redis/redis-connection';
 import type { ExecutionRequest } from '../shared/registry/execution-request';
 import { fireLedgerCodec, type FireLedger } from '../shared/registry/fire-ledger';
 import { registryPaths } from '../shared/registry/registry-paths';
-import type { Assignment } from '../shared/sharding/assignment';
+import { sharedAssignment, type Assignment } from '../shared/sharding/assignment';
 import type { ZkClient } from '../shared/zk';
 import { dispatchedItems, withFireItems } from './dispatch-plan';
 import { findOrphanedQueues, type FailoverCoordinator } from './failover';
@@ -60,7 +60,7 @@ export class Takeover {
     // A job that never fired may have no item nodes yet: lay them out before its first fire,
     // unless a warm standby saw them all.
     if (!ledger && config && known.laidOut < config.shardingTotalCount) this.deps.layOut(job, config.shardingTotalCount);
-    state.assignment = ledger ? assignmentOf(ledger) : undefined;
+    state.assignment = ledger ? sharedAssignment(assignmentOf(ledger)) : undefined;
     // A replay that fails is logged like a deferred one; the job is scheduled all the same.
     if (ledger) await this.replay(job, state, ledger).catch((err) => this.deps.log.error({ err, job, fireTime: ledger.fireTime }, 'could not replay the last fire'));
     if (!known.noIntents) await this.deps.failover.resumeIntents(job).catch((err) => this.deps.log.error({ err, job }, 'could not finish failover intents'));

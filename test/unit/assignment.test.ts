@@ -6,6 +6,7 @@ import {
   targetsFor,
   computeAssignment,
   itemOwners,
+  sharedAssignment,
   type Assignment,
   type AssignmentInput,
 } from '../../src/shared/sharding/assignment';
@@ -132,6 +133,23 @@ describe('computeAssignment', () => {
     expect(error).toBeInstanceOf(ShardcronError);
     expect((error as ShardcronError).code).toBe(ErrorCodes.UNKNOWN_STRATEGY);
     expect((error as ShardcronError).message).toContain("'NO_SUCH_STRATEGY'");
+  });
+});
+
+describe('sharedAssignment', () => {
+  it('returns one frozen object for equal assignments, equal to what it was given', () => {
+    const a = sharedAssignment({ 'worker-1': [0, 1], 'worker-2': [2] });
+    const b = sharedAssignment({ 'worker-1': [0, 1], 'worker-2': [2] });
+    expect(b).toBe(a);
+    expect(a).toEqual({ 'worker-1': [0, 1], 'worker-2': [2] });
+    expect(Object.isFrozen(a) && Object.isFrozen(a['worker-1'])).toBe(true);
+    expect(sharedAssignment({ 'worker-1': [0], 'worker-2': [1, 2] })).not.toBe(a);
+  });
+
+  it('leaves a large assignment as it is (rarely shared, and its key would cost more than it saves)', () => {
+    const items = Array.from({ length: 500 }, (_, i) => i);
+    const large = { 'worker-1': items };
+    expect(sharedAssignment(large)).toBe(large);
   });
 });
 

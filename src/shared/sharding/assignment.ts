@@ -60,6 +60,34 @@ export function computeAssignment(input: AssignmentInput): Assignment {
   return result;
 }
 
+/** How many distinct assignments {@link sharedAssignment} remembers; longer keys are not shared. */
+const SHARED_ASSIGNMENTS_MAX = 1024;
+const SHARED_KEY_MAX = 512;
+const sharedAssignments = new Map<string, Assignment>();
+
+/**
+ * One frozen object per distinct small assignment: a leader keeps each job's, and most of 100,000
+ * one-item jobs on a few workers have the same one (`{"worker-1": [0]}`): an object and an array
+ * of their own per job cost about 110 bytes. Assignments are never changed in place (a reshard
+ * computes a new one), so sharing them is safe; freezing makes sure of it.
+ */
+export function sharedAssignment(assignment: Assignment): Assignment {
+  let key = '';
+  for (const instanceId in assignment) {
+    key += `${instanceId}\u0000${assignment[instanceId].join(',')}\u0001`;
+    if (key.length > SHARED_KEY_MAX) return assignment;
+  }
+  const known = sharedAssignments.get(key);
+  if (known) return known;
+  const frozen: Assignment = {};
+  for (const instanceId in assignment) frozen[instanceId] = Object.freeze([...assignment[instanceId]]) as number[];
+  Object.freeze(frozen);
+  // Oldest first out: assignments over instances long gone go first.
+  if (sharedAssignments.size >= SHARED_ASSIGNMENTS_MAX) sharedAssignments.delete(sharedAssignments.keys().next().value as string);
+  sharedAssignments.set(key, frozen);
+  return frozen;
+}
+
 /** Items whose owner differs between two assignments (or that exist in only one). */
 export function changedItems(previous: Assignment | undefined, next: Assignment): number[] {
   const before = previous ? itemOwners(previous) : new Map<number, string>();
