@@ -79,6 +79,22 @@ describe('ZkClient operations', () => {
     // On the server: under the connection string's chroot, then the namespace.
     expect((await root.children(`/${namespace}/${namespace}`)).sort()).toEqual(['dir', 'made-in-a-multi']);
     expect(await zk.children('/')).toEqual([namespace]);
+    // A multi on the namespace root itself.
+    const [checked] = await zk.multi().check('/', (await zk.exists('/'))!.version).commit();
+    expect(checked.type).toBe('check');
+  });
+
+  it('sends a multi made before its first session to the right paths (whether paths carry the root is known only then)', async () => {
+    const namespace = uniqueNamespace('early');
+    const zk = new ZkClient({ connectionString: server.connectionString, namespace, sessionTimeoutMs: 4_000, connectTimeoutMs: 5_000, retry: { baseSleepMs: 50, maxSleepMs: 500, maxRetries: 3 } });
+    try {
+      const early = zk.multi().create('/made-early', 'x').commit();
+      await zk.start();
+      expect((await early)[0].path).toBe('/made-early');
+      expect(await zk.getText('/made-early')).toBe('x');
+    } finally {
+      await zk.close();
+    }
   });
 
   it('maps ZooKeeper failures to named error codes', async () => {

@@ -64,6 +64,14 @@ describe('MultiRequest', () => {
     expect(request.toBuffer().equals(libraryBytes(ops, 2, '/root'))).toBe(true);
   });
 
+  it('sends the chroot itself for the root path, as the library does (a namespace-relative "/" on a chrooted connection)', () => {
+    const rootOps: WireOp[] = [{ type: 'check', path: '/', version: 3 }];
+    const request = new MultiRequest(rootOps);
+    request.payload.setChrootPath('/apps/ns');
+    request.header.xid = 9;
+    expect(request.toBuffer().equals(libraryBytes(rootOps, 9, '/apps/ns'))).toBe(true);
+  });
+
   it('refuses a path ZooKeeper would refuse, as the library does', () => {
     expect(() => new MultiRequest([{ type: 'delete', path: '/a//b', version: -1 }])).toThrow(/empty node name/);
     expect(() => new MultiRequest([{ type: 'check', path: '/a/', version: -1 }])).toThrow(/must not end/);

@@ -246,9 +246,12 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
 
   private async commit(ops: readonly ZkOp[], fenced: boolean, boundTo?: string): Promise<ZkOpResult[]> {
     if (ops.length === 0) return [];
-    // A multi is not idempotent (creates, sequential nodes): never retried here.
+    // Built (and its paths checked: ZK_BAD_ARGUMENTS at once) before anything waits for a connection.
+    // Before the first session, whether paths carry the root is not known yet: built again then.
+    const decided = this.ns.chrootDecided;
     const request = multiRequest(this.ns, ops);
-    const results = await this.run<MultiOpResult[]>('multi', undefined, (raw, cb) => queueMulti(raw, request, cb), false, boundTo);
+    // A multi is not idempotent (creates, sequential nodes): never retried here.
+    const results = await this.run<MultiOpResult[]>('multi', undefined, (raw, cb) => queueMulti(raw, decided ? request : multiRequest(this.ns, ops), cb), false, boundTo);
     return multiResults(results, ops, fenced, this.ns);
   }
 

@@ -36,6 +36,11 @@ export class ZkNamespace {
     this.acls = withDigest ? constants.CREATOR_ALL_ACL : constants.OPEN_ACL_UNSAFE;
   }
 
+  /** Whether a session has decided how paths go to the library (see {@link sessionChrooted}). */
+  get chrootDecided(): boolean {
+    return this.chrooted !== undefined;
+  }
+
   /**
    * Records whether a new session's connection took the root as its chroot. Every session of a
    * client must answer as the first did: a path is either relative or absolute for all of them.

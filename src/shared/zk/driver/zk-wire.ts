@@ -126,8 +126,10 @@ export class MultiRequest {
     },
   };
 
+  /** As the library's own records do: the chroot itself for `/`, else the chroot and the path. */
   private pathOf(op: WireOp): string {
-    return this.chroot + op.path;
+    if (this.chroot === '') return op.path;
+    return op.path === '/' ? this.chroot : this.chroot + op.path;
   }
 
   /** Length prefix, request header, then each operation behind its multi header, then the end mark. */
