@@ -324,7 +324,9 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
       try {
         await session.open(this.options.connectTimeoutMs);
         await session.mkdirp(this.ns.root, this.ns.acls);
-        this.ns.sessionChrooted(session.enterChroot(this.ns.root));
+        const chrooted = session.enterChroot(this.ns.root);
+        if (!chrooted && !this.ns.chrootDecided) this.log.warn('node-zookeeper-client internals changed: paths keep the namespace root (more memory per watch)');
+        this.ns.sessionChrooted(chrooted);
         return session;
       } catch (err) {
         lastError = err;
