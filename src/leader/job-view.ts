@@ -1,6 +1,7 @@
 import { type JobConfig, jobConfigCodec } from '../shared/config/job-config';
 import { targetsFor } from '../shared/sharding/assignment';
 import { decodeInstanceInfo, type InstanceInfo } from '../shared/registry/instance-info';
+import { SharedValues } from '../shared/intern';
 import type { Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry/registry-paths';
 import { ChildrenCache, NodeCache, type ChildrenCacheEvents, type NodeCacheEvents, type ZkClient } from '../shared/zk';
@@ -67,9 +68,8 @@ function subscribed(subs: Subscriptions, event: keyof JobViewEvents, listener: V
  */
 export type JobViewListener<K extends keyof JobViewEvents> = (payload: JobViewEvents[K], view: JobView) => void;
 
-/** How many distinct eligible lists {@link sharedEligible} remembers (instance sets over time). */
-const SHARED_LISTS_MAX = 1024;
-const sharedLists = new Map<string, readonly LiveInstance[]>();
+/** Distinct eligible lists {@link sharedEligible} remembers (instance sets over time). */
+const sharedLists = new SharedValues<readonly LiveInstance[]>(1024);
 
 /**
  * One frozen array per distinct list of eligible instances: 10,000 jobs run on the same few
@@ -81,11 +81,7 @@ function sharedEligible(instances: readonly LiveInstance[]): readonly LiveInstan
   for (const { instanceId } of instances) key += `${instanceId}\u0000`;
   const known = sharedLists.get(key);
   if (known && known.every((entry, i) => entry.info === instances[i].info)) return known;
-  const list = Object.freeze(instances.map(({ instanceId, info }) => Object.freeze({ instanceId, info })));
-  // Oldest first out: lists of instances long gone go first.
-  if (!known && sharedLists.size >= SHARED_LISTS_MAX) sharedLists.delete(sharedLists.keys().next().value as string);
-  sharedLists.set(key, list);
-  return list;
+  return sharedLists.keep(key, Object.freeze(instances.map(({ instanceId, info }) => Object.freeze({ instanceId, info }))));
 }
 
 type ChildEvent<T> = ChildrenCacheEvents<T>['added'];
@@ -153,8 +149,7 @@ export class JobView {
   readonly serversCache: ChildrenCache<string>;
   /** @internal */
   readonly necessaryCache: NodeCache<true>;
-  /** `trigger/{requestId}` names (no data read): manual trigger requests (DESIGN.md flow 10). */
-  /** @internal */
+  /** @internal `trigger/{requestId}` names (no data read): manual trigger requests (DESIGN.md flow 10). */
   readonly triggersCache: ChildrenCache<undefined>;
   /**
    * `sharding/{i}/disabled` for every item i below shardingTotalCount: an existence watch, which

@@ -1,3 +1,4 @@
+import { SharedValues } from '../intern';
 import { runShardingStrategy, sortInstancesForSharding } from './sharding-strategies';
 
 /** instanceId -> the items it runs. */
@@ -60,10 +61,9 @@ export function computeAssignment(input: AssignmentInput): Assignment {
   return result;
 }
 
-/** How many distinct assignments {@link sharedAssignment} remembers; longer keys are not shared. */
-const SHARED_ASSIGNMENTS_MAX = 1024;
+/** Distinct assignments {@link sharedAssignment} remembers; longer keys are not shared. */
+const sharedAssignments = new SharedValues<Assignment>(1024);
 const SHARED_KEY_MAX = 512;
-const sharedAssignments = new Map<string, Assignment>();
 
 /**
  * One frozen object per distinct small assignment: a leader keeps each job's, and most of 100,000
@@ -81,11 +81,7 @@ export function sharedAssignment(assignment: Assignment): Assignment {
   if (known) return known;
   const frozen: Assignment = {};
   for (const instanceId in assignment) frozen[instanceId] = Object.freeze([...assignment[instanceId]]) as number[];
-  Object.freeze(frozen);
-  // Oldest first out: assignments over instances long gone go first.
-  if (sharedAssignments.size >= SHARED_ASSIGNMENTS_MAX) sharedAssignments.delete(sharedAssignments.keys().next().value as string);
-  sharedAssignments.set(key, frozen);
-  return frozen;
+  return sharedAssignments.keep(key, Object.freeze(frozen));
 }
 
 /** Items whose owner differs between two assignments (or that exist in only one). */

@@ -86,10 +86,6 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
     return 'children cache';
   }
 
-  private get expectAbsent(): boolean {
-    return this.flag(CacheFlag.expectAbsent);
-  }
-
   private get internNames(): boolean {
     return this.flag(CacheFlag.internNames);
   }

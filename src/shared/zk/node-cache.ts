@@ -58,10 +58,6 @@ export class NodeCache<T> extends WatchedCache<NodeCacheEvents<T>> {
     return 'node cache';
   }
 
-  private get expectAbsent(): boolean {
-    return this.flag(CacheFlag.expectAbsent);
-  }
-
   async start(): Promise<this> {
     await this.begin();
     return this;

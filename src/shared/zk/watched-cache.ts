@@ -186,6 +186,11 @@ export abstract class WatchedCache<E extends EventMap & { error: { error: unknow
     return this.flag(CacheFlag.closed);
   }
 
+  /** The cache's node is usually absent: a load asks `exists` first (the subclasses' option). */
+  protected get expectAbsent(): boolean {
+    return this.flag(CacheFlag.expectAbsent);
+  }
+
   /** A load was asked for while one ran: the loop runs once more. */
   private get again(): boolean {
     return this.flag(CacheFlag.again);

@@ -8,7 +8,7 @@ import { ZkMulti, type ZkOp, type ZkOpResult } from './zk-multi';
 import { ZkNamespace } from './zk-namespace';
 import { ZkSession } from './zk-session';
 import { multiRequest, multiResults } from './zk-transaction';
-import { queueMulti, type MultiOpResult } from './driver';
+import { chrootSupported, queueMulti, type MultiOpResult } from './driver';
 import { toBuffer, toZkStat, type ZkCreateMode, type ZkData, type ZkStat, type ZkWatcher } from './zk-types';
 import type { ZkClientEvents, ZkClientOptions, ZkSessionOps, ZkState } from './zk-client-types';
 
@@ -45,7 +45,9 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
     const log = (options.logger ?? silentLogger).child({ component: 'zk', ns: options.namespace });
     super(log);
     this.log = log;
-    this.ns = new ZkNamespace(options.namespace, Boolean(options.digest), log);
+    const chrooted = chrootSupported();
+    if (!chrooted) log.warn('node-zookeeper-client internals changed: paths keep the namespace root (more memory per watch)');
+    this.ns = new ZkNamespace(options.namespace, Boolean(options.digest), log, chrooted);
   }
 
   get state(): ZkState {
@@ -246,12 +248,9 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
 
   private async commit(ops: readonly ZkOp[], fenced: boolean, boundTo?: string): Promise<ZkOpResult[]> {
     if (ops.length === 0) return [];
-    // Built (and its paths checked: ZK_BAD_ARGUMENTS at once) before anything waits for a connection.
-    // Before the first session, whether paths carry the root is not known yet: built again then.
-    const decided = this.ns.chrootDecided;
-    const request = multiRequest(this.ns, ops);
     // A multi is not idempotent (creates, sequential nodes): never retried here.
-    const results = await this.run<MultiOpResult[]>('multi', undefined, (raw, cb) => queueMulti(raw, decided ? request : multiRequest(this.ns, ops), cb), false, boundTo);
+    const request = multiRequest(this.ns, ops);
+    const results = await this.run<MultiOpResult[]>('multi', undefined, (raw, cb) => queueMulti(raw, request, cb), false, boundTo);
     return multiResults(results, ops, fenced, this.ns);
   }
 
@@ -324,9 +323,7 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
       try {
         await session.open(this.options.connectTimeoutMs);
         await session.mkdirp(this.ns.root, this.ns.acls);
-        const chrooted = session.enterChroot(this.ns.root);
-        if (!chrooted && !this.ns.chrootDecided) this.log.warn('node-zookeeper-client internals changed: paths keep the namespace root (more memory per watch)');
-        this.ns.sessionChrooted(chrooted);
+        if (this.ns.chrooted) session.enterChroot(this.ns.root);
         return session;
       } catch (err) {
         lastError = err;

@@ -22,32 +22,16 @@ export class ZkNamespace {
   readonly acls: zookeeper.ACL[];
   private readonly rawWatchers = new WeakMap<ZkWatcher, (event: zookeeper.Event) => void>();
   /**
-   * Whether the connection adds the root to paths itself (driver/chroot.ts): decided by the first
-   * session, and the same for every later one (the same library). Then {@link abs} and {@link rel}
-   * change nothing.
+   * @param chrooted whether every session's connection takes the root as its chroot
+   *   (driver/chroot.ts), so that the library adds the root to paths itself; then {@link abs} and
+   *   {@link rel} change nothing.
    */
-  private chrooted: boolean | undefined;
-
-  constructor(namespace: string, withDigest: boolean, private readonly log: Logger) {
+  constructor(namespace: string, withDigest: boolean, private readonly log: Logger, readonly chrooted: boolean) {
     this.root = `/${namespace}`;
     // Creator-only ACL with a digest, as ElasticJob does: a client without the credentials can
     // neither read nor write the namespace. The typings omit the ACL constants, hence the cast.
     const constants = zookeeper.ACL as unknown as Record<'CREATOR_ALL_ACL' | 'OPEN_ACL_UNSAFE', zookeeper.ACL[]>;
     this.acls = withDigest ? constants.CREATOR_ALL_ACL : constants.OPEN_ACL_UNSAFE;
-  }
-
-  /** Whether a session has decided how paths go to the library (see {@link sessionChrooted}). */
-  get chrootDecided(): boolean {
-    return this.chrooted !== undefined;
-  }
-
-  /**
-   * Records whether a new session's connection took the root as its chroot. Every session of a
-   * client must answer as the first did: a path is either relative or absolute for all of them.
-   */
-  sessionChrooted(chrooted: boolean): void {
-    if (this.chrooted === undefined) this.chrooted = chrooted;
-    else if (this.chrooted !== chrooted) throw new ShardcronError(ErrorCodes.ZK_CONNECT_FAILED, `ZooKeeper session could not take the namespace root ${this.root} as its chroot, as the earlier ones did`);
   }
 
   /**

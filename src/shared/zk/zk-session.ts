@@ -110,11 +110,11 @@ export class ZkSession {
 
   /**
    * Chroots this session's connection to `root` (which must exist) from now on: paths of later
-   * requests and of what they read back are relative to it. False when the library's internals do
-   * not allow it (see driver/chroot.ts); the caller then keeps adding the root itself.
+   * requests and of what they read back are relative to it (driver/chroot.ts; only where
+   * `chrootSupported()`).
    */
-  enterChroot(root: string): boolean {
-    return enterChroot(this.raw, root);
+  enterChroot(root: string): void {
+    enterChroot(this.raw, root);
   }
 
   armLossTimer(onLoss: () => void): void {

@@ -1,9 +1,25 @@
-import type * as zookeeper from 'node-zookeeper-client';
+import * as zookeeper from 'node-zookeeper-client';
 
 /** The part of the library's connection this patch sets. */
 interface Connection {
   chrootPath?: string;
   queue?: unknown;
+}
+
+function connectionOf(client: zookeeper.Client): Connection | undefined {
+  const connection = (client as unknown as { connectionManager?: Connection }).connectionManager;
+  return connection && 'chrootPath' in connection && typeof connection.queue === 'function' ? connection : undefined;
+}
+
+let supported: boolean | undefined;
+
+/**
+ * Whether this version of the library lets {@link enterChroot} work: checked once, on a client
+ * that never connects (making one opens nothing). A namespace decides from it, before any request,
+ * whether its paths go out relative or absolute.
+ */
+export function chrootSupported(): boolean {
+  return (supported ??= connectionOf(zookeeper.createClient('127.0.0.1:1')) !== undefined);
 }
 
 /**
@@ -17,12 +33,11 @@ interface Connection {
  * The connection string cannot name the root itself: the root must be created first, through the
  * same session, before any request goes under it.
  * Test: test/integration/zk-client.test.ts (namespaces, chroot in the connection string).
- * Returns false, changing nothing, if the connection does not look as expected.
+ * Only where {@link chrootSupported}; throws otherwise.
  */
-export function enterChroot(client: zookeeper.Client, root: string): boolean {
-  const connection = (client as unknown as { connectionManager?: Connection }).connectionManager;
-  if (!connection || !('chrootPath' in connection) || typeof connection.queue !== 'function') return false;
-  if (root === '/' || root === '') return true;
+export function enterChroot(client: zookeeper.Client, root: string): void {
+  const connection = connectionOf(client);
+  if (!connection) throw new Error('node-zookeeper-client connection without a chroot (driver/chroot.ts)');
+  if (root === '/' || root === '') return;
   connection.chrootPath = `${connection.chrootPath ?? ''}${root}`;
-  return true;
 }

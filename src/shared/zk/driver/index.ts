@@ -14,7 +14,7 @@ import { installStacklessExceptions } from './stackless-exceptions';
 import { installWatchRegistry } from './watch-registry';
 import { installMultiDecoder } from './zk-wire';
 
-export { enterChroot } from './chroot';
+export { chrootSupported, enterChroot } from './chroot';
 export { withoutStack } from './stackless-exceptions';
 export { queueMulti, MultiRequest, type MultiOpResult, type RawAcl, type WireOp } from './zk-wire';
 
