@@ -94,6 +94,17 @@ function callsPerItem(before: Record<string, number>, after: Record<string, numb
 const workerRss = (procs: readonly BenchProcess[]): number => Math.round(Math.max(...procs.map((p) => procSample(p.pid).rssMb)));
 const workerMemory = async (procs: readonly BenchProcess[]): Promise<Record<string, number> | undefined> => (await procs[0].report(0, 1)).memory;
 
+/**
+ * BENCH_HEAP_SNAPSHOT=dir: after the second measured round, a full GC of the worker, then a heap
+ * snapshot of it (`name.heapsnapshot`): what its live heap is made of.
+ */
+async function heapSnapshot(proc: BenchProcess, round: number, name: string): Promise<void> {
+  const dir = process.env.BENCH_HEAP_SNAPSHOT;
+  if (!dir || round !== 3) return;
+  await proc.request({ type: 'gc' }, 60_000);
+  await proc.request({ type: 'heap-snapshot', file: path.join(dir, `${name}.heapsnapshot`) }, 120_000);
+}
+
 async function waitFinished(procs: readonly BenchProcess[], from: number, total: number) {
   let last: ReturnType<typeof mergeReports> | undefined;
   try {
@@ -145,12 +156,14 @@ export async function shardcronContender(ctx: BenchContext, services: Services, 
       const before = await zkCounters(services.zk.port, namespace);
       const redisBefore = await redisCommandCalls(services.redis.port);
       const cpu = cpuMeter({ workers: procs.map((p) => p.pid), leader: [leader.pid], redis: [services.redis.pid!], zookeeper: [services.zk.pid!] });
-      // BENCH_PROFILE=dir: an allocation profile of worker-1 over the second measured round.
+      // BENCH_PROFILE=dir: an allocation profile of worker-1 over the second measured round
+      // (BENCH_PROFILE_PROMOTED=1: only what survived the young generation, what fills the old one).
       const dir = process.env.BENCH_PROFILE;
       rounds += 1;
       if (dir && rounds === 3) {
         const file = path.join(dir, `throughput-${workers}w-${monitorExecution ? 'on' : 'off'}${history ? '' : '-no-history'}-worker-1.heapprofile`);
-        void procs[0].request({ type: 'alloc-profile', ms: 3_000, file }, 60_000).catch(() => undefined);
+        const promoted = process.env.BENCH_PROFILE_PROMOTED === '1';
+        void procs[0].request({ type: 'alloc-profile', ms: 3_000, file, promoted }, 60_000).catch(() => undefined);
       }
       // BENCH_CPU_PROFILE=dir: a CPU profile of worker-1 over the second measured round (no start-up, no warm-up).
       const cpuDir = process.env.BENCH_CPU_PROFILE;
@@ -161,6 +174,7 @@ export async function shardcronContender(ctx: BenchContext, services: Services, 
       const r = await waitFinished(procs, fire, JOBS * ITEMS);
       const c = cpu(r.finished);
       const after = await zkCounters(services.zk.port, namespace);
+      await heapSnapshot(procs[0], rounds, `throughput-${workers}w-${monitorExecution ? 'on' : 'off'}${history ? '' : '-no-history'}-worker-1`);
       return {
         workerRssMb: workerRss(procs),
         workerMemoryMb: await workerMemory(procs),
@@ -189,6 +203,7 @@ async function bullmq(ctx: BenchContext, services: Services, workers: number, IT
   const procs = await Promise.all(
     Array.from({ length: workers }, (_, i) => spawnBullmq(group, { redisUrl: services.redis.url, queue: name, name: `bullmq-${i + 1}`, concurrency: CONCURRENCY })),
   );
+  let rounds = 0;
   return {
     run: { system: 'bullmq', workers, concurrency: CONCURRENCY },
     async round() {
@@ -207,6 +222,8 @@ async function bullmq(ctx: BenchContext, services: Services, workers: number, IT
       const addBulkMs = Date.now() - t0;
       const r = await waitFinished(procs, batch, JOBS * ITEMS);
       const c = cpu(r.finished);
+      rounds += 1;
+      await heapSnapshot(procs[0], rounds, `throughput-${workers}w-bullmq-1`);
       return {
         workerRssMb: workerRss(procs),
         workerMemoryMb: await workerMemory(procs),

@@ -5,7 +5,6 @@
  */
 import * as os from 'node:os';
 import type { ExecutionHistoryWriter } from '../history/history-events';
-import { PgTracingWriter } from '../history/pg-tracing';
 import { RecentExecutionsWriter } from '../history/recent-executions';
 import type { Logger } from '../shared/logger';
 import type { RedisClient } from '../shared/redis/redis-connection';
@@ -42,6 +41,10 @@ export class WorkerHistory {
       this.writers.push(new RecentExecutionsWriter({ redis, namespace, logger: log, ...(recentPerJob !== undefined && { keepPerJob: recentPerJob }) }));
     }
     if (tracingPgUrl !== undefined) {
+      // Loaded only with a tracing URL: pg and the trace writer add 1.7 MB to the live heap of a
+      // worker that never uses them (docs/design-notes.md, "Worker memory").
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const { PgTracingWriter } = require('../history/pg-tracing') as typeof import('../history/pg-tracing');
       const tracing = new PgTracingWriter({ connectionString: tracingPgUrl, hostname: os.hostname(), ip, logger: log });
       // Not awaited: a database that does not answer must not keep the worker from starting (the
       // tables are created before the first batch once it answers).
