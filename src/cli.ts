@@ -5,6 +5,7 @@
 import { runDev } from './cli/dev-command';
 import { ExitCode } from './cli/exit-codes';
 import { runInstances } from './cli/instances-command';
+import { runItemLock } from './cli/item-lock-command';
 import { processIo, type CliIo } from './cli/io';
 import { runJobs } from './cli/jobs-command';
 import { runPing } from './cli/ping-command';
@@ -29,6 +30,8 @@ export async function runCommand(argv: readonly string[], io: CliIo = processIo)
       return runServers(args, io);
     case 'instances':
       return runInstances(args, io);
+    case 'item-lock':
+      return runItemLock(args, io);
     case 'env':
       io.out('SHARDCRON_* environment variables (docs/configuration.md):\n');
       io.out(describeEnv());

@@ -1,5 +1,6 @@
 import { createRedisClient } from './shared/redis/redis-connection';
 import { redisTarget, type RedisTarget } from './shared/redis/redis-target';
+import { itemLockModeOf, settleItemLockMode } from './shared/registry/item-lock-mode';
 import { queuePrefix } from './shared/registry/queue-names';
 import { LeaderService } from './leader/leader-service';
 import type { ConsoleRole } from './ops/console-role';
@@ -32,7 +33,11 @@ export interface StartNodeOptions {
   concurrency?: number;
   /** Requests a worker takes beyond its concurrency (SHARDCRON_PREFETCH; default: ten per unit of concurrency, at most 1000). */
   prefetch?: number;
-  /** monitorExecution's lock kept as a lease across fires (SHARDCRON_ITEM_LEASE; default off). */
+  /**
+   * monitorExecution's lock: true a lease kept across fires, false per run (SHARDCRON_ITEM_LEASE).
+   * Unset: the one the namespace records (a lease in a new namespace); one that differs from it
+   * stops the worker role's start with an error.
+   */
   itemLease?: boolean;
   /** The scheduler next in line loads every job before a takeover (SHARDCRON_WARM_STANDBY; default true). */
   warmStandby?: boolean;
@@ -102,6 +107,8 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
       const prefetch = options.prefetch ?? env.prefetch;
       const generic = env.workerGeneric;
       if (jobs.length === 0 && generic.length === 0) log.warn('worker role without jobs: this node will run nothing (give it a jobs module, or SHARDCRON_WORKER_GENERIC)');
+      // Every worker of a namespace uses the lock it records (docs/design-notes.md, "The namespace's item lock").
+      const itemLock = await settleItemLockMode(zk, itemLockModeOf(options.itemLease ?? env.itemLease), log);
       worker = new WorkerService({
         zk,
         redis,
@@ -112,7 +119,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
         concurrency: options.concurrency ?? env.concurrency,
         ...(prefetch !== undefined && { prefetch }),
         ...(env.consumers !== undefined && { consumers: env.consumers }),
-        itemLease: options.itemLease ?? env.itemLease,
+        itemLease: itemLock === 'lease',
         shutdownGraceMs: options.shutdownGraceMs ?? env.shutdownGraceMs,
         history: { recentPerJob: env.historyRecent, ...(env.tracingPgUrl !== undefined && { tracingPgUrl: env.tracingPgUrl }) },
         generic,

@@ -1,5 +1,6 @@
 import type { RedisClient } from '../shared/redis/redis-connection';
 import { readItemRuns } from '../shared/registry/item-records';
+import { readItemLockMode, setItemLockMode, type ItemLockMode, type ItemLockSwitch } from '../shared/registry/item-lock-mode';
 import { QUEUE_PREFIX } from '../shared/registry/queue-names';
 import type { JobConfig } from '../shared/config/job-config';
 import { silentLogger, type Logger } from '../shared/logger';
@@ -111,6 +112,19 @@ export class Admin {
   /** Removes `job` from ZooKeeper and its requests from Redis; see {@link RemoveJobResult}. */
   removeJob(job: string, options?: RemoveJobOptions): Promise<RemoveJobResult> {
     return removeJob({ zk: this.zk, redis: this.redis, queuePrefix: this.options.queuePrefix ?? QUEUE_PREFIX, namespace: this.namespace, log: this.log }, job, options);
+  }
+
+  /** monitorExecution's lock in this namespace (`/.cluster/item-lock`); undefined until its first worker recorded one. */
+  itemLock(): Promise<ItemLockMode | undefined> {
+    return readItemLockMode(this.zk);
+  }
+
+  /**
+   * Switches the namespace's item lock; SHARDCRON_CONFLICT while any worker is live unless `force`
+   * (each worker keeps the lock it started with).
+   */
+  setItemLock(mode: ItemLockMode, force = false): Promise<ItemLockSwitch> {
+    return this.logged('item lock set', { mode, force }, setItemLockMode(this.zk, mode, force));
   }
 
   /** Every job with a valid config, sorted by name. */

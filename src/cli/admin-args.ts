@@ -12,6 +12,8 @@ export interface AdminArgs {
   readonly item: string | undefined;
   /** `--file F` (`jobs create`): a JSON file, as given. */
   readonly file: string | undefined;
+  /** `--force` (`item-lock`): switch even while workers are live. */
+  readonly force: boolean;
   /** `--help` / `-h`. */
   readonly help: boolean;
 }
@@ -21,11 +23,11 @@ function parseAdminArgs(args: readonly string[]): AdminArgs | { error: string } 
   try {
     const { values, positionals } = parseArgs({
       args: [...args],
-      options: { json: { type: 'boolean' }, item: { type: 'string' }, file: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      options: { json: { type: 'boolean' }, item: { type: 'string' }, file: { type: 'string' }, force: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
       allowPositionals: true,
       strict: true,
     });
-    return { words: positionals, json: values.json ?? false, item: values.item, file: values.file, help: values.help ?? false };
+    return { words: positionals, json: values.json ?? false, item: values.item, file: values.file, force: values.force ?? false, help: values.help ?? false };
   } catch (err) {
     // node:util's messages name the option ("Unknown option '--jsn'"); its advice on '--' does not apply here.
     return { error: (err as Error).message.replace(/\. To specify a positional argument.*$/s, '') };

@@ -12,7 +12,7 @@ export const INSTANCES_USAGE = 'Usage: shardcron instances [--json]';
 export async function runInstances(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   const args = readAdminArgs(argv, io, 'shardcron instances', INSTANCES_USAGE);
   if (typeof args === 'number') return args;
-  if (args.words.length > 0 || args.item !== undefined) return usageError(io, 'shardcron instances', 'takes no arguments', INSTANCES_USAGE);
+  if (args.words.length > 0 || args.item !== undefined || args.force) return usageError(io, 'shardcron instances', 'takes no arguments', INSTANCES_USAGE);
   return withAdmin(io, 'shardcron instances', async (admin) => {
     const instances = await admin.listInstances();
     (args.json ? jsonLines({ instances }) : instanceLines(instances, admin.namespace)).forEach((line) => io.out(line));

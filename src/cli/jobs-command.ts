@@ -134,6 +134,7 @@ export async function runJobs(argv: readonly string[], io: CliIo): Promise<ExitC
     return usageError(io, label, subcommand === 'create' ? '--file is required: a JSON file with the job\'s config' : '--file goes with create only', JOBS_USAGE);
   }
   if (args.item !== undefined && subcommand !== 'disable' && subcommand !== 'enable') return usageError(io, label, '--item goes with disable and enable only', JOBS_USAGE);
+  if (args.force) return usageError(io, label, '--force goes with item-lock only', JOBS_USAGE);
   // Bad input is refused before connecting to anything.
   let body: unknown;
   try {

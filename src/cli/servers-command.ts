@@ -19,6 +19,7 @@ export async function runServers(argv: readonly string[], io: CliIo): Promise<Ex
   const label = `shardcron servers ${word}${ip === undefined ? '' : ` ${ip}`}`;
   if (ip === undefined || extra.length > 0) return usageError(io, label, 'takes exactly one server IP', SERVERS_USAGE);
   if (args.item !== undefined) return usageError(io, label, '--item goes with jobs disable and enable only', SERVERS_USAGE);
+  if (args.force) return usageError(io, label, '--force goes with item-lock only', SERVERS_USAGE);
   const disabled = word === 'disable';
   return withAdmin(io, label, async (admin) => {
     const result = disabled ? await admin.disableServer(ip) : await admin.enableServer(ip);

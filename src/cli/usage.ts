@@ -29,9 +29,12 @@ Commands:
   servers disable|enable IP
                          Give no items to (or again to) the instances on that IP, in every job.
   instances              The live worker instances and their jobs.
+  item-lock [lease|per-run] [--force]
+                         Show monitorExecution's lock in the namespace, or switch it while no worker
+                         runs (--force: even so; each worker keeps the lock it started with).
   help                   Print this text.
 
-The jobs, servers and instances commands print tables; --json prints the console API's JSON.
+The jobs, servers, instances and item-lock commands print tables or sentences; --json prints the console API's JSON.
 They connect with the SHARDCRON_* variables (3 s to reach ZooKeeper unless
 SHARDCRON_ZK_CONNECT_TIMEOUT_MS says otherwise).
 

@@ -80,9 +80,9 @@ export interface WorkerServiceOptions {
   consumers?: number;
   /**
    * monitorExecution's lock as a lease kept across fires, each run recorded in Redis (no ZooKeeper
-   * request per run; SHARDCRON_ITEM_LEASE, docs/design-notes.md "Item leases"). Every worker of a
-   * namespace must use the same setting. Default false: the `running` node is created and deleted
-   * per run, and the run recorded in ZooKeeper.
+   * request per run; docs/design-notes.md "Item leases"). Every worker of a namespace must use the
+   * same lock: startNode passes the one the namespace records (`settleItemLockMode`). False: the
+   * `running` node is created and deleted per run, and the run recorded in ZooKeeper.
    */
   itemLease?: boolean;
   /** On close, how long running executions may take before they are aborted. Default 30000. */

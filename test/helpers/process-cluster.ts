@@ -89,7 +89,7 @@ export class ProcessCluster {
         SHARDCRON_ZK_MAX_SLEEP_MS: '1000',
         SHARDCRON_LOG_LEVEL: process.env.SHARDCRON_TEST_PROCESS_LOG ?? 'silent',
         SHARDCRON_SHUTDOWN_GRACE_MS: '5000',
-        // The chaos tests and the soak run either item lock: `SHARDCRON_ITEM_LEASE=on npm run soak`.
+        // The chaos tests and the soak run either item lock (`SHARDCRON_ITEM_LEASE=off npm run soak`); unset: the namespace's, a lease.
         ...(process.env.SHARDCRON_ITEM_LEASE !== undefined && { SHARDCRON_ITEM_LEASE: process.env.SHARDCRON_ITEM_LEASE }),
         FIXTURE_JOBS: JSON.stringify(jobs),
         ...this.base.env,

@@ -24,10 +24,10 @@ afterEach(async () => {
 
 const doubleCompletions = (job: string) => cluster.doubleCompletions(job);
 
-// Worker faults with either item lock: the lease kept across fires (SHARDCRON_ITEM_LEASE=on) must
-// keep what the per-run lock (the default) keeps.
+// Worker faults with either item lock: the lease kept across fires (a new namespace's default) must
+// keep what the per-run lock keeps.
 describe.each([
-  ['the per-run lock', {}],
+  ['the per-run lock', { SHARDCRON_ITEM_LEASE: 'off' }],
   ['item leases', { SHARDCRON_ITEM_LEASE: 'on' }],
 ])('with %s', (_lock, env: Record<string, string>) => {
   beforeAll(() => {

@@ -149,6 +149,16 @@ describe('reading', () => {
     const { instances } = await cliJson<{ instances: Array<Record<string, unknown>> }>(['instances']);
     expect(instances[0]).toEqual({ instanceId: 'w1', ip: '10.0.0.1', hostname: expect.any(String), pid: process.pid, state: 'ready', queue: expect.stringContaining(`${cluster.namespace}.w1.`), jobs: ['billing', 'reports'] });
   });
+
+  it('item-lock shows the lock the workers recorded, and refuses to switch it while they run', async () => {
+    expect(await cli(['item-lock'])).toEqual({ code: 0, stdout: `Namespace ${cluster.namespace} uses the lease item lock.`, stderr: '' });
+    expect(await cliJson(['item-lock'])).toEqual({ itemLock: 'lease' });
+    const refused = await cli(['item-lock', 'per-run']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/^shardcron item-lock per-run: namespace .* has live workers \(job (billing|reports) has an instance\): stop every worker first/);
+    expect(await zk.getText(paths.itemLock())).toBe('lease');
+    expect((await cli(['item-lock', 'lease'])).stdout).toBe(`Namespace ${cluster.namespace} already uses the lease item lock.`);
+  });
 });
 
 describe('operating', () => {

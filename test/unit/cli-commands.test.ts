@@ -49,15 +49,21 @@ describe('shardcron help, env and unknown commands', () => {
     [['servers', 'disable'], /^shardcron servers disable: takes exactly one server IP$/],
     [['servers', 'stop', '10.0.0.1'], /^shardcron servers: unknown subcommand "stop"$/],
     [['instances', 'all'], /^shardcron instances: takes no arguments$/],
+    [['instances', '--force'], /^shardcron instances: takes no arguments$/],
+    [['servers', 'disable', '10.0.0.1', '--force'], /^shardcron servers disable 10\.0\.0\.1: --force goes with item-lock only$/],
+    [['jobs', 'disable', 'billing', '--force'], /^shardcron jobs disable billing: --force goes with item-lock only$/],
+    [['item-lock', 'sometimes'], /^shardcron item-lock sometimes: unknown lock "sometimes": expected lease or per-run$/],
+    [['item-lock', 'lease', 'per-run'], /^shardcron item-lock lease: takes at most one lock name and --force$/],
+    [['item-lock', '--force'], /^shardcron item-lock: --force goes with a lock name$/],
   ])('%j is bad usage: exit 2 with the reason and the usage', async (argv, reason) => {
     const io = fakeIo();
     expect(await runCommand(argv, io)).toBe(2);
     expect(io.stderr[0]).toMatch(reason);
-    expect(io.stderr[1]).toMatch(/^Usage: shardcron (jobs|servers|instances)/);
+    expect(io.stderr[1]).toMatch(/^Usage: shardcron (jobs|servers|instances|item-lock)/);
     expect(io.stdout).toEqual([]);
   });
 
-  it.each([['jobs'], ['servers'], ['instances']])('%s --help prints its usage and exits 0', async (command) => {
+  it.each([['jobs'], ['servers'], ['instances'], ['item-lock']])('%s --help prints its usage and exits 0', async (command) => {
     const io = fakeIo();
     expect(await runCommand([command, '--help'], io)).toBe(0);
     expect(io.stdout[0]).toMatch(new RegExp(`^Usage: shardcron ${command}`));

@@ -212,7 +212,7 @@ const cases: VariableCase[] = [
   {
     name: 'SHARDCRON_ITEM_LEASE',
     read: (c) => c.itemLease,
-    defaultValue: false,
+    defaultValue: undefined,
     valid: [['on', true], ['off', false]],
     invalid: [['yes', 'is not a value'], ['ON', 'accepted: on, off']],
   },
@@ -384,7 +384,6 @@ describe('loadEnvConfig', () => {
       redisUrl: 'redis://127.0.0.1:6379',
       roles: ['scheduler', 'worker', 'console'],
       concurrency: 10,
-      itemLease: false,
       warmStandby: true,
       ops: { host: '127.0.0.1', port: 8080 },
       historyRecent: 1000,

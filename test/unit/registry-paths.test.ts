@@ -57,6 +57,7 @@ const table: Array<[path: string, build: () => string, parsed: RegistryPath]> = 
   ['/.cluster/election', () => p.election(), { kind: 'election' }],
   ['/.cluster/election/n_0000000042', () => p.electionCandidate('n_0000000042'), { kind: 'electionCandidate', nodeName: 'n_0000000042', sequence: 42 }],
   ['/.cluster/leader', () => p.leader(), { kind: 'leader' }],
+  ['/.cluster/item-lock', () => p.itemLock(), { kind: 'itemLock' }],
   ['/billing', () => p.job('billing'), { kind: 'job', job: 'billing' }],
   ['/billing/config', () => p.jobConfig('billing'), { kind: 'jobConfig', job: 'billing' }],
   ['/billing/servers', () => p.jobServers('billing'), { kind: 'jobServers', job: 'billing' }],

@@ -74,8 +74,8 @@ export interface ShardcronEnvConfig {
   readonly prefetch?: number;
   /** BullMQ consumers the requests a worker takes at once are split over; unset: one per 8, at most 16. */
   readonly consumers?: number;
-  /** monitorExecution's lock kept as a lease across fires (SHARDCRON_ITEM_LEASE, default off). */
-  readonly itemLease: boolean;
+  /** monitorExecution's lock: a lease kept across fires, or per run (SHARDCRON_ITEM_LEASE); unset: the namespace's. */
+  readonly itemLease?: boolean;
   /** The scheduler next in line loads every job before a takeover (SHARDCRON_WARM_STANDBY, default on). */
   readonly warmStandby: boolean;
   /** Overrides the default `{ip}@-@{pid}`. */
@@ -163,8 +163,8 @@ export const ENV_VARIABLES = Object.freeze([
     'Requests one worker instance takes from its queue beyond its concurrency, 0-10000. Unset: ten per unit of concurrency, at most 1000. Such a request waits for its fire time (requests arrive up to 300 ms early), its lock and a free handler, holding no handler meanwhile; with monitorExecution its item shows `running` from when its lock is taken.'),
   variable('SHARDCRON_CONSUMERS', undefined,
     'BullMQ consumers one worker instance splits the requests it takes at once (concurrency + prefetch) over, 1-64. Unset: one per 8 of concurrency, at most 16. Each fetches jobs one round trip at a time, so several start a fire\'s items sooner; each holds one Redis connection.'),
-  variable('SHARDCRON_ITEM_LEASE', 'off',
-    'With monitorExecution, `on`: a worker keeps an item\'s `running` node as a lease across fires and records each run in Redis, so a run costs no ZooKeeper request; `off`: the node is created and deleted, and the run recorded in ZooKeeper, per run (docs/design-notes.md, "Item leases"). Every worker of a namespace must use the same value: turn it on for a namespace once all its workers run a version that has it, with all of them restarted together.'),
+  variable('SHARDCRON_ITEM_LEASE', undefined,
+    'monitorExecution\'s lock. Unset: the lock the namespace records (`/.cluster/item-lock`); a namespace without one records it at its first worker\'s start: a lease, or the per-run lock while a worker of an earlier version runs in it. `on`: the lease (a worker keeps an item\'s `running` node across fires and records each run in Redis, no ZooKeeper request per run); `off`: the node created and deleted, and the run recorded in ZooKeeper, per run (docs/design-notes.md, "Item leases"). A value that differs from the namespace\'s stops the worker with an error: every worker of a namespace uses one lock. `shardcron item-lock` shows and switches it.'),
   variable('SHARDCRON_WARM_STANDBY', 'on',
     'Scheduler role, `on`: the candidate next in line for leadership loads and follows every job while it waits, so that its takeover reads only what changed since (it dispatches 0.35 s after the election at 10,000 jobs and 1.5 s at 100,000, against 8.8 s and 67 s loading at the election); it then holds about the leader\'s memory and ZooKeeper watches. Candidates further back load nothing. `off`: a new leader loads every job when elected (docs/design-notes.md, "Warm standby").'),
   variable('SHARDCRON_INSTANCE_ID', undefined,
@@ -245,7 +245,7 @@ const shape = {
   SHARDCRON_CONCURRENCY: withDefault('SHARDCRON_CONCURRENCY', integer(...WORKER_BOUNDS.concurrency)),
   SHARDCRON_PREFETCH: optional(integer(...WORKER_BOUNDS.prefetch)),
   SHARDCRON_CONSUMERS: optional(integer(...WORKER_BOUNDS.consumers)),
-  SHARDCRON_ITEM_LEASE: withDefault('SHARDCRON_ITEM_LEASE', oneOf(['on', 'off'] as const, 'value')),
+  SHARDCRON_ITEM_LEASE: optional(oneOf(['on', 'off'] as const, 'value')),
   SHARDCRON_WARM_STANDBY: withDefault('SHARDCRON_WARM_STANDBY', oneOf(['on', 'off'] as const, 'value')),
   SHARDCRON_INSTANCE_ID: optional(parseInstanceId),
   SHARDCRON_OPS_HOST: withDefault('SHARDCRON_OPS_HOST', parseOpsHost),
@@ -353,7 +353,7 @@ export const envSchema = z.preprocess(
     concurrency: env.SHARDCRON_CONCURRENCY,
     ...(env.SHARDCRON_PREFETCH !== undefined && { prefetch: env.SHARDCRON_PREFETCH }),
     ...(env.SHARDCRON_CONSUMERS !== undefined && { consumers: env.SHARDCRON_CONSUMERS }),
-    itemLease: env.SHARDCRON_ITEM_LEASE === 'on',
+    ...(env.SHARDCRON_ITEM_LEASE !== undefined && { itemLease: env.SHARDCRON_ITEM_LEASE === 'on' }),
     warmStandby: env.SHARDCRON_WARM_STANDBY === 'on',
     ...(env.SHARDCRON_INSTANCE_ID !== undefined && { instanceId: env.SHARDCRON_INSTANCE_ID }),
     ...(env.SHARDCRON_REDIS_CLUSTER_NODES !== undefined && { redisClusterNodes: env.SHARDCRON_REDIS_CLUSTER_NODES }),

@@ -91,6 +91,8 @@ export const registryPaths = Object.freeze({
   electionCandidate: (nodeName: string): string => `${CLUSTER}/election/${candidateSegment(nodeName)}`,
   /** `/.cluster/leader`: EPHEMERAL `{instanceId, epoch}` of the current leader. */
   leader: (): string => `${CLUSTER}/leader`,
+  /** `/.cluster/item-lock`: "lease" | "per-run", monitorExecution's lock for every worker of the namespace. */
+  itemLock: (): string => `${CLUSTER}/item-lock`,
 
   /** `/{job}`: the job root (data: job type). */
   job: (job: string): string => `/${jobSegment(job)}`,
@@ -143,6 +145,7 @@ export type RegistryPath =
   | { kind: 'election' }
   | { kind: 'electionCandidate'; nodeName: string; /** ZooKeeper's sequence number: the leader epoch. */ sequence: number }
   | { kind: 'leader' }
+  | { kind: 'itemLock' }
   | { kind: 'job'; job: string }
   | { kind: 'jobConfig'; job: string }
   | { kind: 'jobServers'; job: string }
@@ -192,6 +195,7 @@ function parseClusterPath(rest: string[], path: string): RegistryPath {
   if (more.length > 0) return { kind: 'unknown', path };
   if (a === undefined) return { kind: 'clusterRoot' };
   if (a === 'leader' && b === undefined) return { kind: 'leader' };
+  if (a === 'item-lock' && b === undefined) return { kind: 'itemLock' };
   if (a !== 'election') return { kind: 'unknown', path };
   if (b === undefined) return { kind: 'election' };
   const sequence = CANDIDATE_PATTERN.exec(b)?.[1];
