@@ -43,7 +43,7 @@ export interface StartNodeOptions {
   warmStandby?: boolean;
   /** On close, how long running executions may take before they are aborted. */
   shutdownGraceMs?: number;
-  /** V8's heap growing percent for this process (SHARDCRON_HEAP_GROWTH_PERCENT); 0 keeps V8's policy; unset: by roles. */
+  /** V8's heap growing percent for this process (SHARDCRON_HEAP_GROWTH_PERCENT); 0 keeps V8's policy; unset: 50. */
   heapGrowthPercent?: number;
   /** The console role's address and tokens; each field replaces its SHARDCRON_OPS_* variable. Port 0: any free port. */
   ops?: { host?: string; port?: number; token?: string; readToken?: string };
@@ -77,7 +77,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
   const instanceId = options.instanceId ?? env.instanceId ?? `${ip}@-@${process.pid}`;
   const namespace = options.namespace ?? env.namespace;
   const log = logger.child({ ns: namespace, instanceId });
-  const heap = applyHeapGrowth(options.heapGrowthPercent ?? env.heapGrowthPercent ?? defaultHeapGrowth(roles));
+  const heap = applyHeapGrowth(options.heapGrowthPercent ?? env.heapGrowthPercent ?? defaultHeapGrowth());
   if (heap.kind === 'node-flag') log.debug({ flag: heap.flag }, 'heap growth left to the node flag');
   const cleanups: Array<() => Promise<unknown>> = [];
   let closing: Promise<void> | undefined;

@@ -142,7 +142,8 @@ const mark = (met: boolean | undefined) => (met === undefined ? 'n/a' : met ? 'm
 /** The line that sums up paired rounds (history-cost, ab): the ratio's median and quartiles, the CPU per item of each side. */
 function pairedSummary(p: PairedResult, a: string, b: string): string {
   return `Ratio of items/s (${a} / ${b}), median of ${p.pairs.length} pairs: ${fmt(p.ratio.median, 4)} (quartiles ${fmt(p.ratio.p25, 4)} / ${fmt(p.ratio.p75, 4)}). ` +
-    `CPU per item of every process, median: ${fmt(p.cpuPerItem.with)} µs ${a}, ${fmt(p.cpuPerItem.without)} µs ${b} (workers alone: ${fmt(p.cpuPerItem.workersWith)} / ${fmt(p.cpuPerItem.workersWithout)} µs).`;
+    `CPU per item of every process, median: ${fmt(p.cpuPerItem.with)} µs ${a}, ${fmt(p.cpuPerItem.without)} µs ${b} (workers alone: ${fmt(p.cpuPerItem.workersWith)} / ${fmt(p.cpuPerItem.workersWithout)} µs).` +
+    (p.workerRssMb ? ` Largest worker RSS at a round's end, median: ${fmt(p.workerRssMb.with)} MB ${a}, ${fmt(p.workerRssMb.without)} MB ${b}.` : '');
 }
 
 export function renderMarkdown(r: BenchResults): string {

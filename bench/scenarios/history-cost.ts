@@ -31,6 +31,9 @@ export interface HistoryCostPair {
   /** The same by process kind (workers, leader, redis, zookeeper), µs per item. */
   cpuPartsWith: ThroughputRound['cpuUsPerItem'];
   cpuPartsWithout: ThroughputRound['cpuUsPerItem'];
+  /** The largest worker RSS at the round's end, MB, with and without. */
+  rssWith?: number;
+  rssWithout?: number;
 }
 
 /** The result; pairs are consecutive rounds (with, then without), every round right after the other cluster's. */
@@ -47,6 +50,8 @@ export interface PairedResult {
   ratio: { p25: number; median: number; p75: number };
   /** Medians of the pairs' summed CPU per item, µs, and of the workers' alone. */
   cpuPerItem: { with: number; without: number; workersWith: number; workersWithout: number };
+  /** Medians of the largest worker RSS at a round's end, MB. */
+  workerRssMb: { with: number; without: number };
 }
 
 const WORKERS = 2;
@@ -79,7 +84,7 @@ export async function runPaired(ctx: BenchContext, a: ShardcronSetup, b: Shardcr
     for (let k = 0; k < pairs; k += 1) {
       const w = await first.round();
       const wo = await second.round();
-      const pair = { withList: w.perSecond, withoutList: wo.perSecond, ratio: round(w.perSecond / wo.perSecond, 4), cpuWith: cpuSum(w), cpuWithout: cpuSum(wo), cpuPartsWith: w.cpuUsPerItem, cpuPartsWithout: wo.cpuUsPerItem };
+      const pair = { withList: w.perSecond, withoutList: wo.perSecond, ratio: round(w.perSecond / wo.perSecond, 4), cpuWith: cpuSum(w), cpuWithout: cpuSum(wo), cpuPartsWith: w.cpuUsPerItem, cpuPartsWithout: wo.cpuUsPerItem, rssWith: w.workerRssMb, rssWithout: wo.workerRssMb };
       measured.push(pair);
       ctx.log(`  pair ${k + 1}: A ${w.perSecond}/s, B ${wo.perSecond}/s, ratio ${pair.ratio}; CPU per item ${pair.cpuWith} vs ${pair.cpuWithout} µs ` +
         `(${JSON.stringify(w.cpuUsPerItem)} vs ${JSON.stringify(wo.cpuUsPerItem)})`);
@@ -94,6 +99,7 @@ export async function runPaired(ctx: BenchContext, a: ShardcronSetup, b: Shardcr
         workersWith: quantile(measured.map((p) => p.cpuPartsWith.workers), 0.5),
         workersWithout: quantile(measured.map((p) => p.cpuPartsWithout.workers), 0.5),
       },
+      workerRssMb: { with: quantile(measured.map((p) => p.rssWith ?? 0), 0.5), without: quantile(measured.map((p) => p.rssWithout ?? 0), 0.5) },
     };
   } finally {
     for (const c of contenders) await c.close();

@@ -22,11 +22,8 @@ describe('applyHeapGrowth', () => {
     }
   });
 
-  it('defaults to 50% on a scheduler without the worker role, V8 own policy on any node with workers', () => {
-    expect(defaultHeapGrowth(['scheduler'])).toBe(50);
-    expect(defaultHeapGrowth(['scheduler', 'console'])).toBe(50);
-    expect(defaultHeapGrowth(['scheduler', 'worker', 'console'])).toBe(0);
-    expect(defaultHeapGrowth(['worker'])).toBe(0);
+  it('defaults to 50% on every node', () => {
+    expect(defaultHeapGrowth()).toBe(50);
   });
 
   it('keeps V8 own policy at 0', () => {

@@ -190,7 +190,7 @@ export const ENV_VARIABLES = Object.freeze([
   variable('SHARDCRON_SHUTDOWN_GRACE_MS', '30000',
     'On SIGTERM, how long running executions may take to finish before they are aborted, 0-3600000 ms.'),
   variable('SHARDCRON_HEAP_GROWTH_PERCENT', undefined,
-    'How far V8 may grow the heap past its live size before a full GC, 0-400 percent; 0 keeps V8\'s own policy (up to 300%). Unset: 50 on a node with the scheduler role and no worker role (bounds a leader\'s RSS at thousands of jobs), V8\'s own policy on a node with the worker role (a small heap, where full GCs would only cost latency). A node started with `--heap-growing-percent` keeps that flag. At 100,000 jobs a leader peaked at about 690 MB with 50 and about 625 MB with 25, at the price of twice the full GCs (bench/RESULTS.md, "Leader memory at 100,000 jobs").'),
+    'How far V8 may grow the heap past its live size before a full GC, 0-400 percent; 0 keeps V8\'s own policy (up to 300%). Unset: 50 (bounds a leader\'s RSS at thousands of jobs, and a worker\'s at thousands of items a second: 2 workers of the throughput bench peaked at 152-163 MB against 207-239 MB with V8\'s policy, at no measured cost in throughput or fire-to-start latency). A node started with `--heap-growing-percent` keeps that flag. At 100,000 jobs a leader peaked at about 690 MB with 50 and about 625 MB with 25, at the price of twice the full GCs (bench/RESULTS.md, "Leader memory at 100,000 jobs").'),
   variable('SHARDCRON_JAVA', undefined,
     'Local services only (`shardcron dev`, tests): the java executable that runs ZooKeeper. Unset: `$JAVA_HOME/bin/java`, else `java` on PATH.'),
   variable('SHARDCRON_ZK_CLASSPATH', undefined,
