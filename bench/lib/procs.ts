@@ -219,6 +219,7 @@ export function spawnShardcron(group: ProcessGroup, o: ShardcronNodeOptions, rea
     ...(o.history === false && { SHARDCRON_HISTORY_RECENT: '0' }),
     ...(process.env.BENCH_HEAP_GROWTH_PERCENT !== undefined && { SHARDCRON_HEAP_GROWTH_PERCENT: process.env.BENCH_HEAP_GROWTH_PERCENT }),
     ...(process.env.BENCH_PREFETCH !== undefined && { SHARDCRON_PREFETCH: process.env.BENCH_PREFETCH }),
+    ...(process.env.BENCH_CONSUMERS !== undefined && { SHARDCRON_CONSUMERS: process.env.BENCH_CONSUMERS }),
     ...(process.env.BENCH_ITEM_LEASE !== undefined && { SHARDCRON_ITEM_LEASE: process.env.BENCH_ITEM_LEASE }),
     // Completed requests are removed as they complete: the "where the time goes" tables read them, so they need this.
     ...(process.env.BENCH_COMPLETED_KEPT !== undefined && { SHARDCRON_COMPLETED_KEPT: process.env.BENCH_COMPLETED_KEPT }),
