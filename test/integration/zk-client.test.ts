@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { ErrorCodes } from '../../src/shared/errors';
 import { ChildrenCache, NodeCache, ZkClient, type ChildEntry } from '../../src/shared/zk';
 import { eventually } from '../helpers/services';
@@ -266,4 +267,44 @@ describe('close', () => {
     expect(zk.state).toBe('closed');
     await expect(zk.get('/')).rejects.toMatchObject({ code: ErrorCodes.CLOSED });
   });
+});
+
+describe('ZkClient connect handshake', () => {
+  it('drops a connection whose handshake the server never answers and connects again (ZooKeeper 3.8.0 does that while it loads its database)', async () => {
+    const [host, port] = server.connectionString.split(':');
+    // Holds the first connection open and silent, as a server that accepted it and never reads it;
+    // every later one goes to the real server.
+    const held: net.Socket[] = [];
+    const sockets: net.Socket[] = [];
+    let accepted = 0;
+    const front = net.createServer((socket) => {
+      accepted += 1;
+      sockets.push(socket);
+      if (accepted === 1) {
+        held.push(socket);
+        return;
+      }
+      const back = net.connect(Number(port), host);
+      socket.pipe(back).pipe(socket);
+      const end = () => { socket.destroy(); back.destroy(); };
+      socket.on('error', end).on('close', end);
+      back.on('error', end).on('close', end);
+    });
+    await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
+    try {
+      const started = Date.now();
+      // A 6 s session: the library's connect timeout is 6 s, the handshake's 2 s.
+      const zk = await connectZk(`127.0.0.1:${(front.address() as net.AddressInfo).port}`, { sessionTimeoutMs: 6_000, connectTimeoutMs: 15_000 });
+      expect(accepted).toBe(2);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(1_900);
+      expect(Date.now() - started).toBeLessThan(10_000);
+      await zk.create('/answered', 'yes');
+      expect(await zk.getText('/answered')).toBe('yes');
+      await zk.close();
+    } finally {
+      // close() waits for every connection to end.
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => front.close(resolve));
+    }
+  }, 30_000);
 });

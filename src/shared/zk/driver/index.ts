@@ -6,9 +6,11 @@
  * - socket-data-fix.ts: several answers in one socket read handled in a loop (copies, stack depth);
  * - watch-registry.ts: one map of watchers instead of an EventEmitter per path (memory);
  * - stackless-exceptions.ts: the library's answer errors built without a stack trace (CPU);
- * - chroot.ts: the namespace as the connection's chroot once its root exists (memory).
+ * - chroot.ts: the namespace as the connection's chroot once its root exists (memory);
+ * - handshake-timeout.ts: a connect handshake the server never answers is dropped and tried again (availability).
  */
 import type * as zookeeper from 'node-zookeeper-client';
+import { installHandshakeTimeout } from './handshake-timeout';
 import { installSocketDataFix } from './socket-data-fix';
 import { installStacklessExceptions } from './stackless-exceptions';
 import { installWatchRegistry } from './watch-registry';
@@ -28,5 +30,6 @@ export function installDriverPatches(client: zookeeper.Client): string[] {
   if (!installWatchRegistry(client)) skipped.push('watch registry');
   if (!installSocketDataFix(client)) skipped.push('socket-data handler');
   if (!installStacklessExceptions()) skipped.push('stackless exceptions');
+  if (!installHandshakeTimeout(client)) skipped.push('handshake timeout');
   return skipped;
 }
