@@ -6,7 +6,7 @@ import { LeaderService } from './leader/leader-service';
 import type { ConsoleRole } from './ops/console-role';
 import { loadEnvConfig, type Role, type ShardcronEnvConfig } from './shared/config/env-config';
 import type { ResolvedJobDefinition } from './shared/config/job-definition';
-import { applyHeapGrowth, defaultHeapGrowth } from './shared/heap-growth';
+import { applyHeapGrowth, DEFAULT_HEAP_GROWTH_PERCENT } from './shared/heap-growth';
 import { createLogger, type Logger } from './shared/logger';
 import { ZkClient } from './shared/zk';
 import { detectIp } from './worker/instance-registration';
@@ -77,7 +77,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
   const instanceId = options.instanceId ?? env.instanceId ?? `${ip}@-@${process.pid}`;
   const namespace = options.namespace ?? env.namespace;
   const log = logger.child({ ns: namespace, instanceId });
-  const heap = applyHeapGrowth(options.heapGrowthPercent ?? env.heapGrowthPercent ?? defaultHeapGrowth());
+  const heap = applyHeapGrowth(options.heapGrowthPercent ?? env.heapGrowthPercent ?? DEFAULT_HEAP_GROWTH_PERCENT);
   if (heap.kind === 'node-flag') log.debug({ flag: heap.flag }, 'heap growth left to the node flag');
   const cleanups: Array<() => Promise<unknown>> = [];
   let closing: Promise<void> | undefined;

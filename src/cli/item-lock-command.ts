@@ -1,5 +1,5 @@
 /** `shardcron item-lock [lease|per-run] [--force]`: show or switch monitorExecution's lock in the namespace. */
-import { ITEM_LOCK_MODES, type ItemLockMode } from '../shared/registry/item-lock-mode';
+import { isItemLockMode, ITEM_LOCK_MODES } from '../shared/registry/item-lock-mode';
 import { readAdminArgs, usageError } from './admin-args';
 import { jsonLines } from './admin-output';
 import { withAdmin } from './admin-session';
@@ -9,15 +9,13 @@ import type { CliIo } from './io';
 /** Usage of `shardcron item-lock`; kept in step with docs/cli.md. */
 export const ITEM_LOCK_USAGE = 'Usage: shardcron item-lock [lease|per-run] [--force] [--json]';
 
-const isMode = (word: string): word is ItemLockMode => (ITEM_LOCK_MODES as readonly string[]).includes(word);
-
 /** Runs `shardcron item-lock ...`: exit 0 done, 1 failure (workers live without --force), 2 bad usage. */
 export async function runItemLock(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   const args = readAdminArgs(argv, io, 'shardcron item-lock', ITEM_LOCK_USAGE);
   if (typeof args === 'number') return args;
   const [mode, ...extra] = args.words;
   const label = `shardcron item-lock${mode === undefined ? '' : ` ${mode}`}`;
-  if (mode !== undefined && !isMode(mode)) return usageError(io, label, `unknown lock "${mode}": expected ${ITEM_LOCK_MODES.join(' or ')}`, ITEM_LOCK_USAGE);
+  if (mode !== undefined && !isItemLockMode(mode)) return usageError(io, label, `unknown lock "${mode}": expected ${ITEM_LOCK_MODES.join(' or ')}`, ITEM_LOCK_USAGE);
   if (extra.length > 0 || args.item !== undefined || args.file !== undefined) return usageError(io, label, 'takes at most one lock name and --force', ITEM_LOCK_USAGE);
   if (mode === undefined && args.force) return usageError(io, label, '--force goes with a lock name', ITEM_LOCK_USAGE);
   return withAdmin(io, label, async (admin) => {

@@ -4,20 +4,15 @@ import { ConfigError, ErrorCodes } from './errors';
 /** V8's own flag; also accepted with underscores. */
 const FLAG = /^--heap[-_]growing[-_]percent(=|$)/;
 
-/** The percent a node gets when none is configured, whatever its roles. */
-export const DEFAULT_HEAP_GROWTH_PERCENT = 50;
-
 /**
- * The heap growing percent when none is configured: {@link DEFAULT_HEAP_GROWTH_PERCENT} on every
- * node. A leader holds its jobs' views and promotes each fire's plans; a worker promotes the requests
- * in flight and their executions, which live long enough to leave the young generation at thousands
- * of items a second. With V8's own policy the old generation of either grew to 3-4 times its live
- * heap. For workers, paired throughput rounds and fire-to-start latencies showed no cost at 50%
- * (docs/design-notes.md, "Leader memory" and "Worker memory").
+ * The heap growing percent of every node when none is configured. A leader holds its jobs' views
+ * and promotes each fire's plans; a worker promotes the requests in flight and their executions,
+ * which live long enough to leave the young generation at thousands of items a second. With V8's
+ * own policy the old generation of either grew to 3-4 times its live heap. For workers, paired
+ * throughput rounds and fire-to-start latencies showed no cost at 50% (docs/design-notes.md,
+ * "Leader memory" and "Worker memory").
  */
-export function defaultHeapGrowth(): number {
-  return DEFAULT_HEAP_GROWTH_PERCENT;
-}
+export const DEFAULT_HEAP_GROWTH_PERCENT = 50;
 
 /** What {@link applyHeapGrowth} did. */
 export type HeapGrowth = { kind: 'set'; percent: number } | { kind: 'v8-default' } | { kind: 'node-flag'; flag: string };
@@ -29,7 +24,7 @@ export type HeapGrowth = { kind: 'set'; percent: number } | { kind: 'v8-default'
  * (they live from planning to enqueue, up to a second), so with V8's default its RSS settled at
  * about 5 times its live heap (840 MB for 148 MB live at 10,000 jobs in bench/RESULTS.md). A node
  * started with `--heap-growing-percent` keeps that flag; 0 leaves V8's own policy. See
- * {@link defaultHeapGrowth} for the default.
+ * {@link DEFAULT_HEAP_GROWTH_PERCENT} for the default.
  */
 export function applyHeapGrowth(percent: number, execArgv: readonly string[] = process.execArgv): HeapGrowth {
   if (!Number.isInteger(percent) || percent < 0 || percent > 400) {

@@ -41,8 +41,8 @@ export class WorkerHistory {
       this.writers.push(new RecentExecutionsWriter({ redis, namespace, logger: log, ...(recentPerJob !== undefined && { keepPerJob: recentPerJob }) }));
     }
     if (tracingPgUrl !== undefined) {
-      // Loaded only with a tracing URL: pg and the trace writer add 1.7 MB to the live heap of a
-      // worker that never uses them (docs/design-notes.md, "Worker memory").
+      // Loaded only with a tracing URL: pg alone adds 1.7 MB to the live heap of a worker that never
+      // uses it (docs/design-notes.md, "Worker memory").
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const { PgTracingWriter } = require('../history/pg-tracing') as typeof import('../history/pg-tracing');
       const tracing = new PgTracingWriter({ connectionString: tracingPgUrl, hostname: os.hostname(), ip, logger: log });

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
-import { applyHeapGrowth, defaultHeapGrowth } from '../../src/shared/heap-growth';
+import { applyHeapGrowth, DEFAULT_HEAP_GROWTH_PERCENT } from '../../src/shared/heap-growth';
 
 const CHURN = path.join(__dirname, '..', 'fixtures', 'heap-churn.ts');
 
@@ -23,7 +23,7 @@ describe('applyHeapGrowth', () => {
   });
 
   it('defaults to 50% on every node', () => {
-    expect(defaultHeapGrowth()).toBe(50);
+    expect(DEFAULT_HEAP_GROWTH_PERCENT).toBe(50);
   });
 
   it('keeps V8 own policy at 0', () => {

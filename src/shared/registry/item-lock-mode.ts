@@ -5,10 +5,10 @@
  * a per-run worker takes a held lease for a run and leaves its misfire marks where a lease holder
  * does not look (docs/design-notes.md, "Item leases" and "The namespace's item lock").
  */
-import { ConfigError, ErrorCodes, ShardcronError } from '../errors';
+import { ConfigError, ErrorCodes, hasCode, ShardcronError } from '../errors';
 import { forEachLimited } from '../concurrency';
 import type { Logger } from '../logger';
-import { ZkError, type ZkClient } from '../zk';
+import type { ZkClient } from '../zk';
 import { isValidJobName, registryPaths } from './registry-paths';
 
 export const ITEM_LOCK_MODES = ['lease', 'per-run'] as const;
@@ -20,8 +20,10 @@ export const DEFAULT_ITEM_LOCK_MODE: ItemLockMode = 'lease';
 /** Instance listings at once while looking for a live worker. */
 const LISTINGS_AT_ONCE = 64;
 
-const isNoNode = (err: unknown) => err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE;
-const isNodeExists = (err: unknown) => err instanceof ZkError && err.code === ErrorCodes.ZK_NODE_EXISTS;
+/** Whether `value` names a lock (`lease` or `per-run`). */
+export function isItemLockMode(value: string): value is ItemLockMode {
+  return (ITEM_LOCK_MODES as readonly string[]).includes(value);
+}
 
 /** The mode SHARDCRON_ITEM_LEASE asks for: `on` a lease, `off` the per-run lock, unset whatever the namespace uses. */
 export function itemLockModeOf(itemLease: boolean | undefined): ItemLockMode | undefined {
@@ -32,7 +34,7 @@ export function itemLockModeOf(itemLease: boolean | undefined): ItemLockMode | u
 export async function readItemLockMode(zk: ZkClient): Promise<ItemLockMode | undefined> {
   const text = await zk.getText(registryPaths.itemLock());
   if (text === undefined) return undefined;
-  if ((ITEM_LOCK_MODES as readonly string[]).includes(text)) return text as ItemLockMode;
+  if (isItemLockMode(text)) return text;
   throw new ShardcronError(
     ErrorCodes.CORRUPT_DATA,
     `${zk.options.namespace}${registryPaths.itemLock()} holds ${JSON.stringify(text.slice(0, 40))}, expected one of ${ITEM_LOCK_MODES.join(', ')} (set it with \`shardcron item-lock lease|per-run\`)`,
@@ -41,20 +43,20 @@ export async function readItemLockMode(zk: ZkClient): Promise<ItemLockMode | und
 }
 
 /**
- * The jobs that have a live instance, at most `limit` of them (listing stops once found). A worker
- * of this version records the namespace's mode before it registers, so a live instance in a
+ * A job that has a live instance, or undefined when none has (listing stops once one is found). A
+ * worker of this version records the namespace's mode before it registers, so a live instance in a
  * namespace that records none is a worker of an earlier version, which uses the per-run lock.
  */
-export async function jobsWithLiveInstances(zk: ZkClient, limit = 1): Promise<string[]> {
+export async function jobWithLiveInstance(zk: ZkClient): Promise<string | undefined> {
   const jobs = (await zk.children('/')).filter(isValidJobName);
-  const found: string[] = [];
+  let found: string | undefined;
   await forEachLimited(jobs, LISTINGS_AT_ONCE, async (job) => {
-    if (found.length >= limit) return;
+    if (found !== undefined) return;
     const instances = await zk.children(registryPaths.jobInstances(job)).catch((err: unknown) => {
-      if (isNoNode(err)) return [];
+      if (hasCode(err, ErrorCodes.ZK_NO_NODE)) return [];
       throw err;
     });
-    if (instances.length > 0 && found.length < limit) found.push(job);
+    if (instances.length > 0) found ??= job;
   });
   return found;
 }
@@ -72,16 +74,16 @@ export async function settleItemLockMode(zk: ZkClient, wanted: ItemLockMode | un
       if (wanted !== undefined && wanted !== recorded) throw conflict(zk.options.namespace, wanted, recorded);
       return recorded;
     }
-    const older = wanted === undefined ? await jobsWithLiveInstances(zk) : [];
-    const mode = wanted ?? (older.length > 0 ? 'per-run' : DEFAULT_ITEM_LOCK_MODE);
+    const older = wanted === undefined ? await jobWithLiveInstance(zk) : undefined;
+    const mode = wanted ?? (older !== undefined ? 'per-run' : DEFAULT_ITEM_LOCK_MODE);
     try {
       await createRecord(zk, mode);
-      if (older.length > 0) log.warn({ job: older[0], mode }, 'a worker of an earlier version runs in this namespace: recorded the per-run item lock it uses');
+      if (older !== undefined) log.warn({ job: older, mode }, 'a worker of an earlier version runs in this namespace: recorded the per-run item lock it uses');
       else log.info({ mode }, 'recorded the namespace item lock');
       return mode;
     } catch (err) {
       // Another worker recorded one meanwhile: follow it (or refuse, as above).
-      if (!isNodeExists(err)) throw err;
+      if (!hasCode(err, ErrorCodes.ZK_NODE_EXISTS)) throw err;
     }
   }
 }
@@ -110,24 +112,24 @@ export interface ItemLockSwitch {
  */
 export async function setItemLockMode(zk: ZkClient, mode: ItemLockMode, force = false): Promise<ItemLockSwitch> {
   const previous = await readItemLockMode(zk).catch((err: unknown) => {
-    if (err instanceof ShardcronError && err.code === ErrorCodes.CORRUPT_DATA) return undefined;
+    if (hasCode(err, ErrorCodes.CORRUPT_DATA)) return undefined;
     throw err;
   });
   if (previous === mode) return { previous, mode };
   if (!force) {
-    const live = await jobsWithLiveInstances(zk);
-    if (live.length > 0) {
+    const live = await jobWithLiveInstance(zk);
+    if (live !== undefined) {
       throw new ShardcronError(
         ErrorCodes.CONFLICT,
-        `namespace ${zk.options.namespace} has live workers (job ${live[0]} has an instance): stop every worker first, since each keeps the lock it started with (--force switches anyway)`,
-        { job: live[0] },
+        `namespace ${zk.options.namespace} has live workers (job ${live} has an instance): stop every worker first, since each keeps the lock it started with (--force switches anyway)`,
+        { job: live },
       );
     }
   }
   try {
     await zk.set(registryPaths.itemLock(), mode);
   } catch (err) {
-    if (!isNoNode(err)) throw err;
+    if (!hasCode(err, ErrorCodes.ZK_NO_NODE)) throw err;
     await createRecord(zk, mode);
   }
   return { previous, mode };
@@ -138,7 +140,7 @@ async function createRecord(zk: ZkClient, mode: ItemLockMode): Promise<void> {
   try {
     await zk.create(registryPaths.itemLock(), mode);
   } catch (err) {
-    if (!isNoNode(err)) throw err;
+    if (!hasCode(err, ErrorCodes.ZK_NO_NODE)) throw err;
     await zk.ensurePath(registryPaths.clusterRoot());
     await zk.create(registryPaths.itemLock(), mode);
   }
