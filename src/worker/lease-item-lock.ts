@@ -82,6 +82,9 @@ export interface LeaseItemLockContext {
 /** A run shows in the item's record (`r`) once it has run this long: shorter runs write nothing at their start. */
 export const RUN_SHOWN_AFTER_MS = 100;
 
+/** Items whose completed fires are remembered after their lease went (the oldest forgotten first). */
+export const LEFT_ITEMS_KEPT = 10_000;
+
 /** {@link ItemLock} as a lease on `running` kept across fires. */
 export class LeaseItemLock implements ItemLock {
   private readonly leases = new Map<string, Lease>();
@@ -94,6 +97,14 @@ export class LeaseItemLock implements ItemLock {
   /** Leases with a run in progress that the record does not show yet. */
   private readonly unshown = new Set<Lease>();
   private shower: NodeJS.Timeout | undefined;
+  /**
+   * The completed fires of items whose lease this process no longer holds, by item key, merged into
+   * the record's list when it claims one again. The record is in Redis, and a Redis failover can
+   * lose the last completions written to it; the leader then enqueues the lost requests again on
+   * the queue that had them, i.e. here, and this process must still know that it ran them, even
+   * once it has handed the item on and taken it back (docs/design-notes.md, "Item leases").
+   */
+  private readonly left = new Map<string, readonly number[]>();
 
   constructor(private readonly ctx: LeaseItemLockContext) {}
 
@@ -102,12 +113,13 @@ export class LeaseItemLock implements ItemLock {
   }
 
   knownCompleted(key: string, fireTime: number): boolean {
-    return this.leases.get(key)?.done.includes(fireTime) === true;
+    return (this.leases.get(key)?.done ?? this.left.get(key))?.includes(fireTime) === true;
   }
 
   /** Lets go of the job's leases (the job was removed): its nodes went with it, or go now. */
   forgetJob(job: string): void {
     for (const [key, lease] of this.leases) if (jobOfItemKey(key) === job && lease.runs === 0) void this.letGo(key, lease);
+    for (const key of this.left.keys()) if (jobOfItemKey(key) === job) this.left.delete(key);
   }
 
   /** Another instance asked for the item: let go of it now, or after the run that holds it. */
@@ -287,7 +299,8 @@ export class LeaseItemLock implements ItemLock {
       return HANDOFF;
     }
     let done = claimed.done;
-    for (const fire of stored) if (!done.includes(fire)) done = withCompletedFire(done, fire);
+    for (const fire of [...stored, ...(this.left.get(key) ?? [])]) if (!done.includes(fire)) done = withCompletedFire(done, fire);
+    this.left.delete(key);
     lease.done = done.sort((a, b) => a - b);
     this.leases.set(key, lease);
     this.watchNode(key, lease);
@@ -345,7 +358,7 @@ export class LeaseItemLock implements ItemLock {
   private watchNode(key: string, lease: Lease): void {
     const running = registryPaths.shardingRunning(lease.job, lease.item);
     const forget = () => {
-      if (this.leases.get(key) === lease && !lease.leaving) this.leases.delete(key);
+      if (this.leases.get(key) === lease && !lease.leaving) this.drop(key, lease);
     };
     this.ctx.zk
       .exists(running, (event) => {
@@ -367,10 +380,18 @@ export class LeaseItemLock implements ItemLock {
         // our own when we or an asker next look (see `asked`).
         if (!is(err, ErrorCodes.ZK_NO_NODE, ErrorCodes.ZK_SESSION_EXPIRED)) this.ctx.log.warn({ err, job: lease.job, item: lease.item }, 'could not let go of an item lease');
       } finally {
-        if (this.leases.get(key) === lease) this.leases.delete(key);
+        if (this.leases.get(key) === lease) this.drop(key, lease);
       }
     })();
     return lease.leaving;
+  }
+
+  /** Forgets the lease, keeping what it knew of the item's completed fires ({@link left}). */
+  private drop(key: string, lease: Lease): void {
+    this.leases.delete(key);
+    this.left.delete(key);
+    this.left.set(key, lease.done);
+    if (this.left.size > LEFT_ITEMS_KEPT) this.left.delete(this.left.keys().next().value!);
   }
 
   /**
@@ -397,6 +418,6 @@ export class LeaseItemLock implements ItemLock {
 
   /** Forgets every lease taken on session `sessionId` (it ended: their nodes went with it). */
   private forgetSession(sessionId: string): void {
-    for (const [key, lease] of this.leases) if (lease.session.sessionId === sessionId && lease.runs === 0) this.leases.delete(key);
+    for (const [key, lease] of this.leases) if (lease.session.sessionId === sessionId && lease.runs === 0) this.drop(key, lease);
   }
 }

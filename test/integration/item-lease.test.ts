@@ -147,6 +147,27 @@ describe('item leases', () => {
     expect(parseRecordFires((await record()).d)).toEqual([1_000, 2_000]);
   });
 
+  it('remember the fires a process ran after it handed the item on: a request Redis lost and the leader enqueued again is skipped when the item comes back', async () => {
+    const a = await instance('a', () => undefined);
+    const b = await instance('b', () => undefined);
+    expect(await a.run(1_000)).toBe('completed');
+    expect(await a.run(2_000)).toBe('completed');
+    expect(await b.run(3_000)).toBe('deferred');
+    await waitFor(async () => (await admin.exists(RUNNING)) === null, { timeoutMs: 5_000 });
+    expect(await b.run(3_000)).toBe('completed');
+    // A Redis failover loses the record's write of A's last completion (asynchronous replication).
+    await redis.hset(itemRecordKey(namespace, JOB, 0), 'd', '1000,3000');
+    expect(await a.run(4_000)).toBe('deferred');
+    await waitFor(async () => (await admin.exists(RUNNING)) === null, { timeoutMs: 5_000 });
+    expect(await a.run(4_000)).toBe('completed');
+    // The leader enqueues the lost request again on A's queue: A ran it, and still knows.
+    expect(await a.run(2_000, 'NORMAL', true)).toBe('skipped');
+    expect(a.finishes().filter((f) => f[0] === 2_000)).toEqual([
+      [2_000, 'NORMAL', 'completed', undefined],
+      [2_000, 'NORMAL', 'skipped', 'this fire of the item already completed'],
+    ]);
+  });
+
   it('turn a fire that finds a run in progress elsewhere into a misfire the holder runs next, under that fire', async () => {
     const { instance: a, started, release } = await blocking('a');
     const b = await instance('b', () => undefined);

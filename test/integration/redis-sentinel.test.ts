@@ -119,6 +119,10 @@ it('a failover that loses acknowledged writes: the leader enqueues the lost requ
   const reconciled = await waitFor(() => c.lines.find((l) => l.kind === 'reconciled' && (l.missing as number) > 0) as unknown as { missing: number; ids: string[]; at: number } | undefined, {
     timeoutMs: 15_000,
     message: 'the leader to find and enqueue again the requests Redis lost',
+  }).catch((err: unknown) => {
+    // What the leader did check, for a failure that says why: no reconcile at all, or one that found nothing lost.
+    const seen = c.lines.filter((l) => l.kind === 'reconciled').map((l) => ({ afterKillMs: (l.at as number) - killedAt, requests: l.requests, missing: l.missing }));
+    throw new Error(`${(err as Error).message}; reconciles: ${JSON.stringify(seen)}; fires since the cut: ${JSON.stringify(c.lines.filter((l) => l.kind === 'fire' && (l.fireTime as number) > cutAt).map((l) => l.fireTime))}`);
   });
   await waitFor(() => Date.now() > promotedAt + 5_000, { timeoutMs: 6_000, intervalMs: 200 });
   const end = Date.now() - 1_500;
