@@ -4,19 +4,28 @@
  * Starts its own ZooKeeper and Redis, registers N jobs through a worker process (bench/lib/job-mix.ts), then spawns a scheduler-only process on DIST (default: this checkout's dist/) and samples
  * it every 5 s for WATCH_S seconds after `leader:elected` (default 60): RSS, V8 heap total and used,
  * external and array buffers, and counts its garbage collections. At the end it asks the leader for a full GC and prints the live heap.
+ * The worker times its every-second jobs' starts from their fire times, for the fires due from
+ * LATENCY_FROM_S seconds after the election (default 30: a first leader catches up the fires that
+ * came due while it loaded, up to 2 session timeouts of them one by one) to the end of the watch:
+ * p50, p99, max, and the p99 of the fires in the first 3 s of each minute, when the every-minute
+ * jobs fire too. For those first 3 s of each minute it then reads the completed requests back
+ * from Redis (bench/lib/stages.ts): when the leader began their enqueue and when the worker took them.
  * HEAP_SNAPSHOT=file.heapsnapshot writes the leader's heap at the end.
  * LEADER_NODE_ARGS (e.g. "--max-semi-space-size=4") and LEADER_ENV (e.g. "MALLOC_ARENA_MAX=2") are
  * passed to the leader's process, to compare settings in one session.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { spawnRegisteringWorker } from '../lib/job-mix';
+import { askStartLatency, countStartLatency, spawnRegisteringWorker } from '../lib/job-mix';
 import { procSample } from '../lib/services';
+import { findQueues, queueStages } from '../lib/stages';
+import { QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
 import { RedisServer } from '../../src/dev/redis-server';
 import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 
 const N = Number(process.env.N ?? 10_000);
 const WATCH_S = Number(process.env.WATCH_S ?? 60);
+const LATENCY_FROM_S = Number(process.env.LATENCY_FROM_S ?? 30);
 
 const LEADER = `
 const { startNode } = require(process.argv[1]);
@@ -52,6 +61,7 @@ const show = (m: NodeJS.MemoryUsage) => `rss ${mb(m.rss)} heapTotal ${mb(m.heapT
 async function main(): Promise<void> {
   if (!Number.isInteger(N) || N < 1) throw new Error(`N must be a positive whole number, got ${process.env.N}`);
   if (!Number.isFinite(WATCH_S) || WATCH_S < 0) throw new Error(`WATCH_S must be a number of seconds, got ${process.env.WATCH_S}`);
+  if (!Number.isInteger(LATENCY_FROM_S) || LATENCY_FROM_S < 0 || LATENCY_FROM_S % 5 !== 0) throw new Error(`LATENCY_FROM_S must be a whole number of seconds divisible by 5, got ${process.env.LATENCY_FROM_S}`);
   const dist = path.resolve(process.argv[2] ?? path.join(__dirname, '..', '..', 'dist'));
   const zk = await ZooKeeperServer.start({ jvm: 'server', maxHeapMb: Number(process.env.ZK_HEAP_MB ?? 2048) });
   const redis = await RedisServer.start();
@@ -65,7 +75,8 @@ async function main(): Promise<void> {
     const extraEnv = Object.fromEntries((process.env.LEADER_ENV ?? '').split(/\s+/).filter(Boolean).map((kv) => kv.split('=', 2) as [string, string]));
     const nodeArgs = (process.env.LEADER_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
     leader = spawn(process.execPath, ['--expose-gc', ...nodeArgs, '-e', LEADER, dist], {
-      env: { ...env, ...extraEnv, SHARDCRON_INSTANCE_ID: 'leader-1', ...(process.env.HEAP_SNAPSHOT ? { HEAP_SNAPSHOT: path.resolve(process.env.HEAP_SNAPSHOT) } : {}) },
+      // Completed requests stay (the newest 100,000) for the stage breakdown at the end.
+      env: { ...env, SHARDCRON_COMPLETED_KEPT: '100000', ...extraEnv, SHARDCRON_INSTANCE_ID: 'leader-1', ...(process.env.HEAP_SNAPSHOT ? { HEAP_SNAPSHOT: path.resolve(process.env.HEAP_SNAPSHOT) } : {}) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     const child = leader;
@@ -88,7 +99,24 @@ async function main(): Promise<void> {
       const m = await ask('mem');
       maxRss = Math.max(maxRss, m.rss);
       process.stdout.write(`  +${s}s ${show(m)}\n`);
+      if (s === LATENCY_FROM_S) countStartLatency(worker);
       if (s < WATCH_S) await new Promise((resolve) => setTimeout(resolve, 5_000));
+    }
+    if (WATCH_S > LATENCY_FROM_S) {
+      const countedFrom = Date.now() - (WATCH_S - LATENCY_FROM_S) * 1_000;
+      const latency = await askStartLatency(worker);
+      process.stdout.write(`every-second jobs (${Math.floor(N / 100)} with MIX=issue23), fire to start of the fires due from +${LATENCY_FROM_S} s to +${WATCH_S} s: ${latency.starts} starts of ${latency.fires} fires; p50 ${latency.p50} ms, p99 ${latency.p99} ms, max ${latency.max} ms; in the first 3 s of a minute: ${latency.minuteStarts} starts, p99 ${latency.minuteP99} ms\n`);
+      // Where the first 3 s of each minute go, every-second jobs only (s0 .. s{N/100 - 1}).
+      const everySecond = (name: string) => Number(name.slice(1)) < N / 100;
+      const queues = await findQueues(redis.url, QUEUE_PREFIX, 'rss.');
+      for (let minute = Math.ceil(countedFrom / 60_000) * 60_000; minute + 3_000 <= Date.now(); minute += 60_000) {
+        const stages = await queueStages(redis.url, queues, QUEUE_PREFIX, { from: minute, to: minute + 3_000 }, (job) => {
+          const data = job.data as { job: string; fireTime: number };
+          return everySecond(data.job) ? data.fireTime : Number.NaN;
+        }, true);
+        const q = (summary: { p50: number; p99: number; max: number } | undefined) => (summary ? `p50 ${summary.p50} / p99 ${summary.p99} / max ${summary.max} ms` : 'none');
+        process.stdout.write(`  minute ${new Date(minute).toISOString().slice(11, 19)}: enqueue began ${q(stages.enqueueBegins)}; taken by the worker ${q(stages.pickedUp)} (from the fire time)\n`);
+      }
     }
     process.stdout.write(`garbage collections over ${WATCH_S} s after elected: ${gcs.full} full; pauses ${Math.round(gcs.pauseMs)} ms in all, longest ${Math.round(gcs.maxPauseMs)} ms\n`);
     const live = await ask('gc');
