@@ -70,6 +70,9 @@ const NEVER_RESHARDING: ExecutorEnvironment = Object.freeze({ reshardingPending:
 /** How long after its timeout a run still going is reported as ignoring its signal. */
 const TIMEOUT_WARN_AFTER_MS = 5_000;
 
+/** Why a run whose lock was taken did not start: its session was no longer known to be ours. */
+export const NOT_OWNED_AT_START = 'no contact with ZooKeeper for too long before the handler started; the item may be running elsewhere';
+
 /** The error a run's timeout aborts its signal with. */
 class AttemptTimeout extends ShardcronError {
   constructor(job: string, item: number, timeoutMs: number) {
@@ -103,6 +106,14 @@ export class HandlerCalls {
       freePlace ??= await this.ctx.handlers.acquire(stopAll);
     } catch {
       this.recordEnd(request, { status: 'aborted', reason: 'worker stopping before the handler started', attempts: 0, startedAt: Date.now() });
+      return undefined;
+    }
+    // The lock's own check of the session ran when the lock was taken. A process frozen since then
+    // (a long GC pause, SIGSTOP), or one that waited for this place, may have lost the item
+    // meanwhile, with the watchdog not yet run to say so: look again, right before the handler.
+    if (!this.ctx.owns(sessionId)) {
+      freePlace();
+      this.recordEnd(request, { status: 'aborted', reason: NOT_OWNED_AT_START, attempts: 0, startedAt: Date.now() });
       return undefined;
     }
     // The attempt's signal and the logger are made when first asked for: an AbortController with

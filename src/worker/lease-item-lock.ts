@@ -21,7 +21,7 @@
 import { ErrorCodes } from '../shared/errors';
 import type { JobConfig } from '../shared/config/job-config';
 import type { Logger } from '../shared/logger';
-import { parseCompletedFires, withCompletedFire } from '../shared/registry/completed-fires';
+import { mergeCompletedFires, parseCompletedFires, withCompletedFire } from '../shared/registry/completed-fires';
 import type { ExecutionRequest } from '../shared/registry/execution-request';
 import type { ItemRecords } from '../shared/registry/item-records';
 import { registryPaths } from '../shared/registry/registry-paths';
@@ -298,10 +298,8 @@ export class LeaseItemLock implements ItemLock {
       if (claimed) await this.letGo(key, lease);
       return HANDOFF;
     }
-    let done = claimed.done;
-    for (const fire of [...stored, ...(this.left.get(key) ?? [])]) if (!done.includes(fire)) done = withCompletedFire(done, fire);
+    lease.done = mergeCompletedFires(claimed.done, stored, this.left.get(key) ?? []);
     this.left.delete(key);
-    lease.done = done.sort((a, b) => a - b);
     this.leases.set(key, lease);
     this.watchNode(key, lease);
     this.startRun(lease, fireTime, true);

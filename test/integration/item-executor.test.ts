@@ -25,6 +25,7 @@ import { closeZkClients, connectZk, recordZkEvents, uniqueNamespace } from '../h
 import { OP, startLink, type Link } from '../helpers/zk-relay';
 import { parseCompletedFires } from '../../src/shared/registry/completed-fires';
 import { deferred } from '../helpers/deferred';
+import { NOT_OWNED_AT_START } from '../../src/worker/handler-call';
 
 const JOB = 'billing';
 const ITEM = paths.shardingItem(JOB, 0);
@@ -838,6 +839,23 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
       expect(at('start', 1)).toBeLessThan(at('finish', 0));
       await expectSettled([1000], 0);
       await expectSettled([1000], 1);
+    });
+
+    it('does not start a handler whose session stopped being ours while it waited for a place (a frozen process): aborted, not run', async () => {
+      const gate = deferred();
+      let ours = true;
+      const a = await instance('a', (ctx) => (ctx.shardingItem === 0 ? gate.promise : undefined), { handlers: 1, owns: () => ours });
+      await Promise.all([layOutItem(0), layOutItem(1)]);
+      const first = a.run(1000, 'NORMAL', { item: 0 });
+      await waitFor(() => a.starts(0).length === 1, { message: 'item 0 started' });
+      const second = a.run(1000, 'NORMAL', { item: 1 });
+      await waitFor(async () => (await runningOwner(1)) === a.zk.sessionId, { message: 'item 1 locked' });
+      // The watchdog has not yet run to abort anything: only the last look before the handler sees it.
+      ours = false;
+      gate.resolve();
+      await expect(Promise.all([first, second])).resolves.toEqual(['aborted', 'aborted']);
+      expect(a.starts(1)).toEqual([]);
+      expect(a.records.find((r) => r.event === 'finish' && r.item === 1)?.reason).toBe(NOT_OWNED_AT_START);
     });
 
     it('gives back the lock of a request stopped while it waited for a place: aborted, not run, so it goes back to the queue', async () => {

@@ -168,6 +168,22 @@ describe('item leases', () => {
     ]);
   });
 
+  it('keep the newest completed fires when a process takes an item back: what it remembers from long ago does not push out the record\'s', async () => {
+    const a = await instance('a', () => undefined);
+    const b = await instance('b', () => undefined);
+    const fires = (from: number) => Array.from({ length: 32 }, (_, i) => (from + i) * 1_000);
+    for (const fire of fires(1)) expect(await a.run(fire)).toBe('completed');
+    expect(await b.run(33_000)).toBe('deferred');
+    await waitFor(async () => (await admin.exists(RUNNING)) === null, { timeoutMs: 5_000 });
+    for (const fire of fires(33)) expect(await b.run(fire)).toBe('completed');
+    expect(await a.run(65_000)).toBe('deferred');
+    await waitFor(async () => (await admin.exists(RUNNING)) === null, { timeoutMs: 5_000 });
+    expect(await a.run(65_000)).toBe('completed');
+    // B's last fire, failed over to A (B's completion reached Redis, not BullMQ): A skips it.
+    expect(await a.run(64_000, 'FAILOVER', true)).toBe('skipped');
+    expect(parseRecordFires((await record()).d)).toEqual(fires(34));
+  });
+
   it('turn a fire that finds a run in progress elsewhere into a misfire the holder runs next, under that fire', async () => {
     const { instance: a, started, release } = await blocking('a');
     const b = await instance('b', () => undefined);

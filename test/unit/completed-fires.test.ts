@@ -1,4 +1,4 @@
-import { COMPLETED_FIRES_KEPT, formatCompletedFires, parseCompletedFires, withCompletedFire } from '../../src/shared/registry/completed-fires';
+import { COMPLETED_FIRES_KEPT, formatCompletedFires, parseCompletedFires, withCompletedFire, mergeCompletedFires } from '../../src/shared/registry/completed-fires';
 
 const BASE = Date.UTC(2026, 10, 22, 1, 0, 0);
 const buf = (text: string) => Buffer.from(text, 'utf8');
@@ -47,5 +47,14 @@ describe('completed fires', () => {
     expect(withCompletedFire([BASE, BASE + 1_000], BASE)).toEqual([BASE + 1_000, BASE]);
     const full = Array.from({ length: COMPLETED_FIRES_KEPT }, (_, i) => BASE + i);
     expect(withCompletedFire(full, BASE + 100)).toEqual([...full.slice(1), BASE + 100]);
+  });
+
+  it('merges lists into the newest fires by time, each once: an older list merged last does not push out the newest', () => {
+    const recent = Array.from({ length: COMPLETED_FIRES_KEPT }, (_, i) => BASE + 100_000 + i * 1_000);
+    const old = Array.from({ length: COMPLETED_FIRES_KEPT }, (_, i) => BASE + i * 1_000);
+    expect(mergeCompletedFires(recent, old)).toEqual(recent);
+    expect(mergeCompletedFires(old, recent)).toEqual(recent);
+    expect(mergeCompletedFires([BASE + 2_000, BASE], [BASE + 1_000, BASE], [])).toEqual([BASE, BASE + 1_000, BASE + 2_000]);
+    expect(mergeCompletedFires([], [])).toEqual([]);
   });
 });

@@ -59,3 +59,12 @@ export function withCompletedFire(list: readonly number[], fireTime: number): nu
   next.push(fireTime);
   return next.slice(-COMPLETED_FIRES_KEPT);
 }
+
+/**
+ * The fires of every list, each once, oldest first: the newest {@link COMPLETED_FIRES_KEPT} by fire
+ * time. Adding one list's fires to another one by one (withCompletedFire) would keep the last added,
+ * and an older list added last would push out the newest completions of the first.
+ */
+export function mergeCompletedFires(...lists: ReadonlyArray<readonly number[]>): number[] {
+  return [...new Set(lists.flat())].sort((a, b) => a - b).slice(-COMPLETED_FIRES_KEPT);
+}
