@@ -61,6 +61,8 @@ interface Lease {
   wanted: boolean;
   /** The delete of our node, once letting go. */
   leaving?: Promise<void>;
+  /** Its job was removed: what it knew of the item belongs to that job, not to one added again under the name. */
+  forgotten?: boolean;
 }
 
 /** What the lease lock needs of the worker. */
@@ -102,9 +104,10 @@ export class LeaseItemLock implements ItemLock {
    * the record's list when it claims one again. The record is in Redis, and a Redis failover can
    * lose the last completions written to it; the leader then enqueues the lost requests again on
    * the queue that had them, i.e. here, and this process must still know that it ran them, even
-   * once it has handed the item on and taken it back (docs/design-notes.md, "Item leases").
+   * once it has handed the item on and taken it back (docs/design-notes.md, "Item leases"). The
+   * lease itself is kept, not its list: a run that ends after the lease was dropped still adds its fire.
    */
-  private readonly left = new Map<string, readonly number[]>();
+  private readonly left = new Map<string, Lease>();
 
   constructor(private readonly ctx: LeaseItemLockContext) {}
 
@@ -113,12 +116,17 @@ export class LeaseItemLock implements ItemLock {
   }
 
   knownCompleted(key: string, fireTime: number): boolean {
-    return (this.leases.get(key)?.done ?? this.left.get(key))?.includes(fireTime) === true;
+    return (this.leases.get(key) ?? this.left.get(key))?.done.includes(fireTime) === true;
   }
 
   /** Lets go of the job's leases (the job was removed): its nodes went with it, or go now. */
   forgetJob(job: string): void {
-    for (const [key, lease] of this.leases) if (jobOfItemKey(key) === job && lease.runs === 0) void this.letGo(key, lease);
+    for (const [key, lease] of this.leases) {
+      if (jobOfItemKey(key) !== job) continue;
+      // Its let-go, or the end of its run, drops it later: marked, it is not remembered then.
+      lease.forgotten = true;
+      if (lease.runs === 0) void this.letGo(key, lease);
+    }
     for (const key of this.left.keys()) if (jobOfItemKey(key) === job) this.left.delete(key);
   }
 
@@ -298,7 +306,7 @@ export class LeaseItemLock implements ItemLock {
       if (claimed) await this.letGo(key, lease);
       return HANDOFF;
     }
-    lease.done = mergeCompletedFires(claimed.done, stored, this.left.get(key) ?? []);
+    lease.done = mergeCompletedFires(claimed.done, stored, this.left.get(key)?.done ?? []);
     this.left.delete(key);
     this.leases.set(key, lease);
     this.watchNode(key, lease);
@@ -388,7 +396,8 @@ export class LeaseItemLock implements ItemLock {
   private drop(key: string, lease: Lease): void {
     this.leases.delete(key);
     this.left.delete(key);
-    this.left.set(key, lease.done);
+    if (lease.forgotten) return;
+    this.left.set(key, lease);
     if (this.left.size > LEFT_ITEMS_KEPT) this.left.delete(this.left.keys().next().value!);
   }
 

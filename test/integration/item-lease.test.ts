@@ -297,6 +297,16 @@ describe('item leases', () => {
     expect(await redis.exists(itemRecordKey(namespace, `${JOB}-other`, 0))).toBe(1);
   });
 
+  it('forget, with their job, the fires they ran: a job added again under the name runs its own', async () => {
+    const a = await instance('a', () => undefined);
+    expect(await a.run(1_000)).toBe('completed');
+    a.executor.forgetJob(JOB);
+    await waitFor(async () => (await admin.exists(RUNNING)) === null, { timeoutMs: 5_000 });
+    await deleteItemRecords(redis, namespace, JOB);
+    expect(await a.run(1_000)).toBe('completed');
+    expect(a.finishes().map((f) => f[2])).toEqual(['completed', 'completed']);
+  });
+
   it('let go of a lease asked for while a run holds it once that run ends', async () => {
     const { instance: a, started, release } = await blocking('a');
     const b = await instance('b', () => undefined);

@@ -49,11 +49,16 @@ describe('completed fires', () => {
     expect(withCompletedFire(full, BASE + 100)).toEqual([...full.slice(1), BASE + 100]);
   });
 
-  it('merges lists into the newest fires by time, each once: an older list merged last does not push out the newest', () => {
+  it('merges lists by fire time, each fire once, keeping both lists whole: an older list merged last does not push out the newest', () => {
     const recent = Array.from({ length: COMPLETED_FIRES_KEPT }, (_, i) => BASE + 100_000 + i * 1_000);
     const old = Array.from({ length: COMPLETED_FIRES_KEPT }, (_, i) => BASE + i * 1_000);
-    expect(mergeCompletedFires(recent, old)).toEqual(recent);
-    expect(mergeCompletedFires(old, recent)).toEqual(recent);
+    expect(mergeCompletedFires(recent, old)).toEqual([...old, ...recent]);
+    expect(mergeCompletedFires(old, recent)).toEqual([...old, ...recent]);
+    // A record whose last completion is an old fire (a failover), next to one newer fire it lacks.
+    const record = [...recent.slice(1), BASE];
+    expect(mergeCompletedFires(record, [recent[0]])).toEqual([BASE, ...recent]);
+    // Beyond twice the count, the oldest fire times go.
+    expect(mergeCompletedFires([BASE - 1_000], old, recent)).toEqual([...old, ...recent]);
     expect(mergeCompletedFires([BASE + 2_000, BASE], [BASE + 1_000, BASE], [])).toEqual([BASE, BASE + 1_000, BASE + 2_000]);
     expect(mergeCompletedFires([], [])).toEqual([]);
   });

@@ -61,10 +61,15 @@ export function withCompletedFire(list: readonly number[], fireTime: number): nu
 }
 
 /**
- * The fires of every list, each once, oldest first: the newest {@link COMPLETED_FIRES_KEPT} by fire
- * time. Adding one list's fires to another one by one (withCompletedFire) would keep the last added,
- * and an older list added last would push out the newest completions of the first.
+ * The fires of every list, each once, oldest first, up to twice {@link COMPLETED_FIRES_KEPT}: what a
+ * claim knows from the item's record and from other sources (the worker's memory, `sharding/{i}`).
+ * - Adding one list's fires to another one by one (withCompletedFire) keeps the last added, so an
+ *   older list added last pushed out the newest completions of the first.
+ * - Keeping only the newest 32 by fire time would drop a fire the record holds because it completed
+ *   lately (a failover of an older fire) as soon as the other lists add one newer fire it lacks.
+ * Twice the count keeps both lists whole. The lease's next completions trim the list to the count
+ * again (withCompletedFire), oldest fire times first.
  */
 export function mergeCompletedFires(...lists: ReadonlyArray<readonly number[]>): number[] {
-  return [...new Set(lists.flat())].sort((a, b) => a - b).slice(-COMPLETED_FIRES_KEPT);
+  return [...new Set(lists.flat())].sort((a, b) => a - b).slice(-2 * COMPLETED_FIRES_KEPT);
 }
