@@ -6,6 +6,7 @@
  * counting) and SIGUSR2 (print the figures): {@link askStartLatency}.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { summarize, type Summary } from './stats';
 
 const REGISTERING_WORKER = `
 const { defineJob, startNode } = require(process.argv[1]);
@@ -20,12 +21,7 @@ const { defineJob, startNode } = require(process.argv[1]);
   process.on('SIGUSR1', () => { starts.length = 0; counting = true; since = Date.now(); });
   process.on('SIGUSR2', () => {
     counting = false;
-    const sorted = starts.map((s) => s[1]).sort((a, b) => a - b);
-    const q = (p) => sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] : null;
-    // The fires in the 3 s from each whole minute on, when the every-minute jobs fire too.
-    const minute = starts.filter((s) => s[0] % 60000 < 3000).map((s) => s[1]).sort((a, b) => a - b);
-    const fires = new Set(starts.map((s) => s[0]));
-    process.stdout.write('latency ' + JSON.stringify({ starts: sorted.length, fires: fires.size, p50: q(0.5), p99: q(0.99), max: sorted.at(-1) ?? null, minuteStarts: minute.length, minuteP99: minute.length ? minute[Math.min(minute.length - 1, Math.floor(0.99 * minute.length))] : null }) + '\\n');
+    process.stdout.write('latency ' + JSON.stringify(starts) + '\\n');
   });
   const everySecond = (i) => cron(i) === '* * * * * ?';
   const jobs = Array.from({ length: n }, (_, i) => defineJob({ name: 's' + i, cron: cron(i), monitorExecution: false, execute: everySecond(i) ? async (ctx) => { if (counting && ctx.fireTime >= since) starts.push([ctx.fireTime, Date.now() - ctx.fireTime]); } : async () => {} }));
@@ -49,22 +45,25 @@ export function spawnRegisteringWorker(dist: string, n: number, mix: string, env
   });
 }
 
-/** What the registering worker measured of its every-second jobs' starts (ms from the fire time). */
-export interface StartLatency {
-  starts: number;
-  /** Distinct fire times among them. */
-  fires: number;
-  p50: number | null;
-  p99: number | null;
-  max: number | null;
-  /** Starts of fires in the first 3 s of a minute, when the every-minute jobs fire too, and their p99. */
-  minuteStarts: number;
-  minuteP99: number | null;
+/** How many of the N jobs of `mix` fire every second: s0 to s{count - 1} (the worker's `cron` above). */
+export function everySecondJobs(n: number, mix: string): number {
+  return mix === 'issue23' ? Math.ceil(n / 100) : n;
 }
 
-/** Starts the worker's count of fire-to-start times (SIGUSR1). */
-export function countStartLatency(worker: ChildProcess): void {
+/** What the registering worker measured of its every-second jobs' starts (ms from the fire time). */
+export interface StartLatency {
+  /** Every start counted. */
+  all: Summary;
+  /** Distinct fire times among them. */
+  fires: number;
+  /** Starts of fires in the first 3 s of a minute, when the every-minute jobs fire too. */
+  minute: Summary;
+}
+
+/** Starts the worker's count of fire-to-start times (SIGUSR1); returns when, the first fire counted. */
+export function countStartLatency(worker: ChildProcess): number {
   worker.kill('SIGUSR1');
+  return Date.now();
 }
 
 /** Stops the count (SIGUSR2) and resolves with what the worker printed. */
@@ -77,11 +76,17 @@ export function askStartLatency(worker: ChildProcess, timeoutMs = 10_000): Promi
     }, timeoutMs);
     const onData = (chunk: Buffer) => {
       text += String(chunk);
-      const line = /latency (\{.*\})\n/.exec(text);
+      const line = /latency (\[.*\])\n/.exec(text);
       if (!line) return;
       clearTimeout(timer);
       worker.stdout!.off('data', onData);
-      resolve(JSON.parse(line[1]) as StartLatency);
+      // [fire time, ms from it to the start] per start.
+      const starts = JSON.parse(line[1]) as Array<[number, number]>;
+      resolve({
+        all: summarize(starts.map(([, late]) => late)),
+        fires: new Set(starts.map(([fire]) => fire)).size,
+        minute: summarize(starts.filter(([fire]) => fire % 60_000 < 3_000).map(([, late]) => late)),
+      });
     };
     worker.stdout!.on('data', onData);
     worker.kill('SIGUSR2');

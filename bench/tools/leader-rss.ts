@@ -16,9 +16,10 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { askStartLatency, countStartLatency, spawnRegisteringWorker } from '../lib/job-mix';
+import { askStartLatency, countStartLatency, everySecondJobs, spawnRegisteringWorker } from '../lib/job-mix';
 import { procSample } from '../lib/services';
 import { findQueues, queueStages } from '../lib/stages';
+import { triple } from '../lib/stats';
 import { QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
 import { RedisServer } from '../../src/dev/redis-server';
 import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
@@ -95,27 +96,28 @@ async function main(): Promise<void> {
     });
     process.stdout.write(`leader elected ${electedMs} ms after its start (${nodeArgs.join(' ') || 'no node flags'}; ${process.env.LEADER_ENV || 'no extra env'})\n`);
     let maxRss = 0;
+    let countedFrom: number | undefined;
     for (let s = 0; s <= WATCH_S; s += 5) {
       const m = await ask('mem');
       maxRss = Math.max(maxRss, m.rss);
       process.stdout.write(`  +${s}s ${show(m)}\n`);
-      if (s === LATENCY_FROM_S) countStartLatency(worker);
+      if (s === LATENCY_FROM_S) countedFrom = countStartLatency(worker);
       if (s < WATCH_S) await new Promise((resolve) => setTimeout(resolve, 5_000));
     }
-    if (WATCH_S > LATENCY_FROM_S) {
-      const countedFrom = Date.now() - (WATCH_S - LATENCY_FROM_S) * 1_000;
+    if (countedFrom !== undefined) {
       const latency = await askStartLatency(worker);
-      process.stdout.write(`every-second jobs (${Math.floor(N / 100)} with MIX=issue23), fire to start of the fires due from +${LATENCY_FROM_S} s to +${WATCH_S} s: ${latency.starts} starts of ${latency.fires} fires; p50 ${latency.p50} ms, p99 ${latency.p99} ms, max ${latency.max} ms; in the first 3 s of a minute: ${latency.minuteStarts} starts, p99 ${latency.minuteP99} ms\n`);
-      // Where the first 3 s of each minute go, every-second jobs only (s0 .. s{N/100 - 1}).
-      const everySecond = (name: string) => Number(name.slice(1)) < N / 100;
+      const everySecond = everySecondJobs(N, process.env.MIX ?? '');
+      process.stdout.write(
+        `${everySecond} every-second jobs, fire to start (p50 / p99 / max) of the fires due from +${LATENCY_FROM_S} s to +${WATCH_S} s: ${latency.all.n} starts of ${latency.fires} fires, ${triple(latency.all)}; in the first 3 s of a minute: ${latency.minute.n} starts, ${triple(latency.minute)}\n`,
+      );
+      // Where the first 3 s of each minute go, every-second jobs only (s0 .. s{everySecond - 1}).
       const queues = await findQueues(redis.url, QUEUE_PREFIX, 'rss.');
       for (let minute = Math.ceil(countedFrom / 60_000) * 60_000; minute + 3_000 <= Date.now(); minute += 60_000) {
         const stages = await queueStages(redis.url, queues, QUEUE_PREFIX, { from: minute, to: minute + 3_000 }, (job) => {
           const data = job.data as { job: string; fireTime: number };
-          return everySecond(data.job) ? data.fireTime : Number.NaN;
+          return Number(data.job.slice(1)) < everySecond ? data.fireTime : Number.NaN;
         }, true);
-        const q = (summary: { p50: number; p99: number; max: number } | undefined) => (summary ? `p50 ${summary.p50} / p99 ${summary.p99} / max ${summary.max} ms` : 'none');
-        process.stdout.write(`  minute ${new Date(minute).toISOString().slice(11, 19)}: enqueue began ${q(stages.enqueueBegins)}; taken by the worker ${q(stages.pickedUp)} (from the fire time)\n`);
+        process.stdout.write(`  minute ${new Date(minute).toISOString().slice(11, 19)} (p50 / p99 / max from the fire time): enqueue began ${triple(stages.enqueueBegins)}; taken by the worker ${triple(stages.pickedUp)}\n`);
       }
     }
     process.stdout.write(`garbage collections over ${WATCH_S} s after elected: ${gcs.full} full; pauses ${Math.round(gcs.pauseMs)} ms in all, longest ${Math.round(gcs.maxPauseMs)} ms\n`);
