@@ -79,12 +79,12 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
   const log = logger.child({ ns: namespace, instanceId });
   const heap = applyHeapGrowth(options.heapGrowthPercent ?? env.heapGrowthPercent ?? DEFAULT_HEAP_GROWTH_PERCENT);
   if (heap.kind === 'node-flag') log.debug({ flag: heap.flag }, 'heap growth left to the node flag');
-  const cleanups: Array<() => Promise<unknown>> = [];
+  const cleanups: Array<{ step: string; run: () => Promise<unknown> }> = [];
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
       // Reverse order of start; each cleanup runs even if an earlier one failed.
-      for (const cleanup of cleanups.reverse()) await cleanup().catch((err) => log.warn({ err }, 'cleanup failed'));
+      for (const { step, run } of cleanups.reverse()) await closeStep(step, run, log);
       log.info('node closed');
     })());
 
@@ -98,7 +98,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
       digest: options.zkDigest ?? env.zk.digest,
       logger: log,
     }).start();
-    cleanups.push(() => zk.close());
+    cleanups.push({ step: 'zookeeper', run: () => zk.close() });
     const redis = options.redis ?? { ...redisTarget(env), url: options.redisUrl ?? env.redisUrl };
 
     let worker: WorkerService | undefined;
@@ -125,16 +125,16 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
         generic,
         logger: log,
       });
-      cleanups.push(() => worker!.close());
+      cleanups.push({ step: 'worker', run: () => worker!.close() });
       await worker.start();
     }
 
     let leader: LeaderService | undefined;
     if (roles.includes('scheduler')) {
       const connection = createRedisClient(redis, { logger: log, name: 'leader' });
-      cleanups.push(() => connection.quit());
+      cleanups.push({ step: 'leader redis connection', run: () => connection.quit() });
       leader = new LeaderService({ zk, redis: connection, namespace, queuePrefix: queuePrefix(namespace, redis), completedKept: env.completedKept, instanceId, logger: log, warmStandby: options.warmStandby ?? env.warmStandby });
-      cleanups.push(() => leader!.close());
+      cleanups.push({ step: 'scheduler', run: () => leader!.close() });
       await leader.start();
     }
     let consoleRole: ConsoleRole | undefined;
@@ -161,7 +161,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
         logger: log,
       });
       // Closed first: it stops answering before the roles it reports on go.
-      cleanups.push(() => consoleRole!.close());
+      cleanups.push({ step: 'console', run: () => consoleRole!.close() });
       await consoleRole.start();
     }
 
@@ -171,4 +171,28 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
     await close();
     throw err;
   }
+}
+
+/** How long a step of a node's close may take before the log says which one is still going. */
+const SLOW_CLOSE_STEP_MS = 10_000;
+
+/**
+ * Runs one step of a node's close: a failure is logged and the close goes on; a step still running
+ * after {@link SLOW_CLOSE_STEP_MS} is named in a warning (and again when it ends), so a shutdown
+ * that does not end says what it is waiting for.
+ */
+async function closeStep(step: string, run: () => Promise<unknown>, log: Logger): Promise<void> {
+  const started = Date.now();
+  const slow = setTimeout(() => log.warn({ step, waitedMs: Date.now() - started }, 'closing the node: still waiting for this step'), SLOW_CLOSE_STEP_MS);
+  slow.unref();
+  try {
+    await run();
+  } catch (err) {
+    log.warn({ err, step }, 'cleanup failed');
+  } finally {
+    clearTimeout(slow);
+  }
+  const tookMs = Date.now() - started;
+  if (tookMs >= SLOW_CLOSE_STEP_MS) log.warn({ step, tookMs }, 'closing the node: a slow step ended');
+  else log.debug({ step, tookMs }, 'closed');
 }

@@ -74,6 +74,9 @@ export class QueuePool {
     let queue = this.queues.get(name);
     if (!queue) {
       queue = new Queue(name, { connection: this.connection, prefix: this.prefix });
+      // The shared connection's errors reach every queue on it; the connection's own listener logs
+      // them once (createRedisClient), where BullMQ would print each queue's copy without one here.
+      queue.on('error', () => undefined);
       this.queues.set(name, queue);
     }
     return queue;

@@ -83,6 +83,8 @@ export class BullBoard {
     for (const name of wanted) {
       if (this.queues.has(name)) continue;
       const queue = new Queue(name, { connection: this.connection, prefix: this.prefix });
+      // The shared connection's errors reach every queue on it; without a listener BullMQ prints each one.
+      queue.on('error', (err) => this.log.debug({ err, queue: name }, 'Bull Board: queue error'));
       this.queues.set(name, queue);
       this.board.addQueue(new BullMQAdapter(queue));
     }

@@ -151,14 +151,18 @@ export class ConsoleRole {
   /** Stops listening, then closes the history, the admin's read model and the Redis connection; idempotent. */
   close(): Promise<void> {
     return (this.closing ??= (async () => {
-      const steps: Array<() => Promise<unknown>> = [
-        async () => this.server?.close(),
-        () => this.history.close(),
-        () => this.admin.close(),
-        () => this.leaderNode.close(),
-        async () => this.redis.disconnect(),
+      const steps: Array<[string, () => Promise<unknown>]> = [
+        ['http server', async () => this.server?.close()],
+        ['history', () => this.history.close()],
+        ['admin', () => this.admin.close()],
+        ['leader watch', () => this.leaderNode.close()],
+        ['redis', async () => this.redis.disconnect()],
       ];
-      for (const step of steps) await step().catch((err: unknown) => this.log.warn({ err }, 'console cleanup failed'));
+      for (const [step, run] of steps) {
+        // Logged before it starts: a close that does not end says what it waits for.
+        this.log.debug({ step }, 'closing');
+        await run().catch((err: unknown) => this.log.warn({ err, step }, 'console cleanup failed'));
+      }
     })());
   }
 }

@@ -494,11 +494,17 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       }
       clearTimeout(timer);
     }
+    // Each stage is logged before it starts: a close that does not end says what it waits for.
+    this.log.debug('closing: consumers closed, leaving the jobs');
     await this.jobs.stopFollowing();
+    this.log.debug('closing: unregistering');
     await this.registration.unregister().catch(() => undefined);
+    this.log.debug('closing: letting go of the items');
     await this.jobs.close();
+    this.log.debug('closing: writing the history left');
     // What the runs recorded is written before the connection it goes through closes.
     await this.history?.close();
+    this.log.debug('closing: quitting the Redis connections');
     await this.connection?.quit().catch(() => undefined);
     if (this.leaseConnections) {
       await this.leaseConnections.commands.quit().catch(() => undefined);

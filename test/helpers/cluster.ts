@@ -10,10 +10,22 @@ import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { waitFor } from './services';
 import { uniqueNamespace } from './zk';
 
-/** Logs go to a file when SHARDCRON_TEST_LOG names one, else nowhere. */
+/** The last lines the nodes logged, printed when a node's close does not end. */
+const recentLines = {
+  lines: [] as string[],
+  write(line: string): void {
+    this.lines.push(line);
+    if (this.lines.length > 2_000) this.lines.splice(0, 500);
+  },
+};
+
+/** Logs go to a file when SHARDCRON_TEST_LOG names one, else to the recent lines above. */
 const logger = process.env.SHARDCRON_TEST_LOG
   ? pino({ level: 'debug' }, pino.destination(process.env.SHARDCRON_TEST_LOG))
-  : pino({ level: 'silent' });
+  : pino({ level: 'debug' }, recentLines);
+
+/** Longer than a worker's default shutdown grace (30 s) with its drain. */
+const CLOSE_TIMEOUT_MS = 45_000;
 
 export class TestCluster {
   readonly nodes: ShardcronNode[] = [];
@@ -113,7 +125,23 @@ export class TestCluster {
     return out;
   }
 
+  /**
+   * Closes every node. A node whose close has not ended after {@link CLOSE_TIMEOUT_MS} fails the
+   * call with its last log lines, which say what it was waiting for, instead of a bare hook timeout.
+   */
   async close(): Promise<void> {
-    await Promise.allSettled(this.nodes.splice(0).reverse().map((n) => n.close()));
+    const stuck: string[] = [];
+    await Promise.allSettled(
+      this.nodes.splice(0).reverse().map(async (node) => {
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), CLOSE_TIMEOUT_MS)));
+        const ended = await Promise.race([node.close().then(() => 'closed' as const, () => 'closed' as const), late]);
+        clearTimeout(timer);
+        if (ended === 'late') stuck.push(node.instanceId);
+      }),
+    );
+    if (stuck.length === 0) return;
+    const theirs = recentLines.lines.filter((line) => stuck.some((id) => line.includes(`"instanceId":${JSON.stringify(id)}`)));
+    throw new Error(`node(s) ${stuck.join(', ')} still closing after ${CLOSE_TIMEOUT_MS} ms; their last log lines:\n${theirs.slice(-60).join('')}`);
   }
 }
