@@ -22,6 +22,21 @@ import type { TaskChain } from './task-chain';
 const PLANS_AT_ONCE = 32;
 /** Fire times of one job caught up after a suspension, at most (as the timer's own catch-up). */
 const MAX_CAUGHT_UP = 100;
+/**
+ * Job-fires of one tick planned and ledgered together. A tick with more goes in chunks, jobs of
+ * shorter period first; between two chunks the chain runs what came due meanwhile (the next
+ * seconds' ticks, the enqueue of a chunk already ledgered), so that 20,000 every-minute jobs no
+ * longer hold back the every-second ones due during their dispatch.
+ */
+export const TICK_CHUNK = 1_000;
+
+/** A fire decided by a tick: which one, and how it runs. */
+interface Run {
+  job: string;
+  fireTime: number;
+  source: ExecutionSource;
+  catchUp: boolean;
+}
 
 /** A tick queued on the chain and not started yet: the jobs due, each with its fire times. */
 interface WaitingTick {
@@ -55,6 +70,8 @@ export interface FireLoopDeps {
   events: FireLoopEvents;
   /** A plan that resharded `job` landed (see JobRegistry.resharded). */
   resharded(job: string, reshards: number): void;
+  /** Job-fires per chunk of a tick; default {@link TICK_CHUNK}. */
+  tickChunk?: number;
 }
 
 /** The ticks of one leader. */
@@ -68,8 +85,19 @@ export class FireLoop {
   private leaderlessUntil: number | undefined;
   /** The tick queued on the chain and not started yet, which new wake-ups join. */
   private waitingTick: WaitingTick | undefined;
+  /**
+   * Jobs with a fire in a chunk of a tick still to come, of this leadership (a new set each
+   * time): a later tick's fire of one of them waits for it, so each job's ledgers stay in fire order.
+   */
+  private unfinished = new Set<string>();
 
-  constructor(private readonly deps: FireLoopDeps) {}
+  private readonly chunkSize: number;
+
+  constructor(private readonly deps: FireLoopDeps) {
+    const size = deps.tickChunk ?? TICK_CHUNK;
+    if (!Number.isInteger(size) || size < 1) throw new ShardcronError(ErrorCodes.INVALID_CONFIG, `tickChunk must be a whole number of at least 1, got ${String(size)}`);
+    this.chunkSize = size;
+  }
 
   /**
    * Leadership began: fires due until {@link settled} came due with no leader (since each job's
@@ -93,6 +121,7 @@ export class FireLoop {
     this.missed.clear();
     this.leaderlessUntil = undefined;
     this.waitingTick = undefined;
+    this.unfinished = new Set();
   }
 
   /** The timer's callback: queues a tick for `due`, or joins the tick still waiting if the leader is behind. */
@@ -151,7 +180,13 @@ export class FireLoop {
       for (const d of due) this.deps.events.skipped({ job: d.job, fireTime: d.fireTimes[d.fireTimes.length - 1], reason: 'not-leader' });
       return;
     }
-    const runs: Array<{ job: string; fireTime: number; source: ExecutionSource; catchUp: boolean }> = [];
+    // A job whose earlier fire is still in a chunk to come goes again behind that chunk.
+    const blocked = due.filter((d) => this.unfinished.has(d.job));
+    if (blocked.length > 0) {
+      void this.deps.chain.run(() => this.tick(blocked), 'fire tick failed');
+      due = due.filter((d) => !this.unfinished.has(d.job));
+    }
+    const runs: Run[] = [];
     const later: DueJob[] = [];
     for (const d of due) {
       const config = this.deps.jobs.get(d.job)?.view.config;
@@ -171,10 +206,39 @@ export class FireLoop {
       if (plan.later.length > 0) later.push({ job: d.job, fireTimes: plan.later, truncated: false });
     }
     if (later.length > 0) void this.onDue(later);
-    const planned: Array<FirePlan | undefined> = new Array(runs.length);
+    if (runs.length > this.chunkSize) this.byPeriod(runs);
+    await this.dispatchChunk(runs, epoch, started, this.unfinished);
+  }
+
+  /** Sorts `runs` rate-monotonic: jobs of shorter period first (stable; jobs without a period last). */
+  private byPeriod(runs: Run[]): void {
+    const periods = new Map<string, number>();
+    for (const run of runs) {
+      const config = this.deps.jobs.get(run.job)?.view.config;
+      let period = Number.POSITIVE_INFINITY;
+      try {
+        if (config?.cron) period = this.deps.schedules.periodMs(config.cron, config.timeZone, run.fireTime) ?? period;
+      } catch {
+        // An invalid cron is the job registry's to report; it just goes last here.
+      }
+      periods.set(run.job, period);
+    }
+    runs.sort((a, b) => periods.get(a.job)! - periods.get(b.job)!);
+  }
+
+  /**
+   * Plans and dispatches the first chunk of `runs`, then queues the rest on the chain
+   * behind what came due meanwhile. `unfinished` is the set of the leadership that decided them.
+   */
+  private async dispatchChunk(runs: readonly Run[], epoch: number, started: number, unfinished: Set<string>): Promise<void> {
+    const chunk = runs.length > this.chunkSize ? runs.slice(0, this.chunkSize) : runs;
+    const rest = runs.length > this.chunkSize ? runs.slice(this.chunkSize) : [];
+    for (const run of chunk) unfinished.delete(run.job);
+    for (const run of rest) unfinished.add(run.job);
+    const planned: Array<FirePlan | undefined> = new Array(chunk.length);
     // Planning reads nothing unless a job reshards (then its `running` nodes): several at a time.
-    await forEachLimited(runs.keys(), PLANS_AT_ONCE, async (i) => {
-      const { job, fireTime, source, catchUp } = runs[i];
+    await forEachLimited(chunk.keys(), PLANS_AT_ONCE, async (i) => {
+      const { job, fireTime, source, catchUp } = chunk[i];
       const state = this.deps.jobs.get(job);
       if (!state) return;
       const plan = await this.deps.dispatcher.plan(state, fireTime, source, epoch, catchUp);
@@ -182,6 +246,29 @@ export class FireLoop {
       else planned[i] = plan;
     });
     await this.dispatch(planned.filter((p): p is FirePlan => p !== undefined), started);
+    if (rest.length > 0) void this.deps.chain.run(() => this.resumeChunks(rest, epoch, unfinished), 'fire tick failed');
+  }
+
+  /** The rest of a tick, when its turn on the chain comes: dispatched if this process still leads in the epoch that decided it. */
+  private async resumeChunks(runs: readonly Run[], epoch: number, unfinished: Set<string>): Promise<void> {
+    const { election } = this.deps;
+    const current = unfinished === this.unfinished;
+    if (current && election.state === 'suspended') {
+      for (const run of runs) {
+        unfinished.delete(run.job);
+        if (!this.missed.has(run.job)) this.missed.set(run.job, run.fireTime);
+      }
+      return;
+    }
+    // Decided in an earlier leadership or epoch: the fires are the next leader's to catch up.
+    if (!current || !election.isLeader || election.epoch !== epoch) {
+      for (const run of runs) {
+        unfinished.delete(run.job);
+        this.deps.events.skipped({ job: run.job, fireTime: run.fireTime, reason: 'not-leader' });
+      }
+      return;
+    }
+    await this.dispatchChunk(runs, epoch, this.deps.clock.now(), unfinished);
   }
 
   private async dispatch(plans: FirePlan[], started: number): Promise<void> {

@@ -9,7 +9,7 @@
 import type { JobConfig } from '../shared/config/job-config';
 import type { RedisClient } from '../shared/redis/redis-connection';
 import { silentLogger, type Logger } from '../shared/logger';
-import type { ExecutionSource } from '../shared/registry/execution-request';
+import type { ExecutionRequest, ExecutionSource } from '../shared/registry/execution-request';
 import { TypedEmitter } from '../shared/typed-emitter';
 import type { ZkClient } from '../shared/zk';
 import { DispatchLead } from './dispatch-lead';
@@ -20,7 +20,7 @@ import { FireTimer, systemClock, type Clock } from './fire-timer';
 import { JobRegistry } from './job-registry';
 import { LeaderElection } from './leader-election';
 import { QueueMoves } from './queue-moves';
-import { QueuePool } from './queue-pool';
+import { priorityForPeriod, QueuePool } from './queue-pool';
 import { RedisReconcile, type ReconcileResult } from './redis-reconcile';
 import { ScheduleCache, scheduleKey } from '../shared/cron/schedule-cache';
 import { REFRESH_RARER_THAN_MS, StandbyReads } from './standby-reads';
@@ -63,6 +63,12 @@ export interface LeaderServiceOptions {
    * leader's memory and its ZooKeeper watches.
    */
   warmStandby?: boolean;
+  /**
+   * Job-fires of one tick planned and ledgered together (default TICK_CHUNK, 1,000): a tick with
+   * more goes in chunks, jobs of shorter period first, and what comes due meanwhile passes between
+   * two chunks.
+   */
+  tickChunk?: number;
 }
 
 export interface LeaderServiceEvents {
@@ -102,8 +108,6 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   private readonly reconcile: RedisReconcile;
   private readonly schedules = new ScheduleCache();
   private readonly reads: StandbyReads;
-  /** Per cron and time zone: whether it fires at least every REFRESH_RARER_THAN_MS. */
-  private readonly often = new Map<string, boolean>();
   /** Per cron and time zone: its next fire after `from`, which holds until that fire. */
   private readonly nextFires = new Map<string, { from: number; next: number }>();
   private timer: FireTimer | undefined;
@@ -129,7 +133,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.warmStandby = options.warmStandby ?? true;
     this.zkClient = options.zk;
     this.lead = new DispatchLead(options.dispatchLeadMs);
-    this.queues = new QueuePool(options.redis, options.queuePrefix, options.completedKept);
+    this.queues = new QueuePool(options.redis, options.queuePrefix, options.completedKept, (request) => this.requestPriority(request));
     this.chain = new TaskChain(this.clock, log);
     const dispatcher = (this.dispatcher = new FireDispatcher(options.zk, this.queues, log, options.namespace));
     this.election = new LeaderElection(options.zk, options.instanceId, log);
@@ -196,6 +200,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       moves,
       schedules: this.schedules,
       lateToleranceMs: options.lateToleranceMs ?? 1_000,
+      ...(options.tickChunk !== undefined && { tickChunk: options.tickChunk }),
       sessionTimeoutMs: () => options.zk.negotiatedSessionTimeoutMs,
       generation: () => this.generation,
       events: {
@@ -341,7 +346,6 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.fires.end();
     this.triggers.end();
     this.schedules.clear();
-    this.often.clear();
     this.nextFires.clear();
     this.reads.clear();
     await this.registry.clear();
@@ -367,20 +371,28 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   /** Whether a job with `config` fires at least every REFRESH_RARER_THAN_MS (unknown: yes). */
   private firesOften(config: JobConfig | undefined): boolean {
     if (!config?.cron) return false;
-    const key = scheduleKey(config.cron, config.timeZone);
-    let often = this.often.get(key);
-    if (often === undefined) {
-      try {
-        const schedule = this.schedules.get(config.cron, config.timeZone);
-        const first = schedule.next(this.clock.now());
-        const second = first === null ? null : schedule.next(first);
-        often = second !== null && second - first! <= REFRESH_RARER_THAN_MS;
-      } catch {
-        often = true;
-      }
-      this.often.set(key, often);
+    try {
+      const period = this.schedules.periodMs(config.cron, config.timeZone, this.clock.now());
+      return period !== undefined && period <= REFRESH_RARER_THAN_MS;
+    } catch {
+      return true;
     }
-    return often;
+  }
+
+  /**
+   * A request's BullMQ priority: rate-monotonic by its job's period (priorityForPeriod), so that at
+   * a whole minute the every-second jobs' requests pass the every-minute ones queued ahead of them
+   * (docs/design-notes.md, "Frequent jobs while many fire at once"). An operator's trigger has none.
+   */
+  private requestPriority(request: ExecutionRequest): number | undefined {
+    if (request.source === 'TRIGGER') return undefined;
+    const config = this.registry?.jobs.get(request.job)?.view.config;
+    if (!config?.cron) return undefined;
+    try {
+      return priorityForPeriod(this.schedules.periodMs(config.cron, config.timeZone, request.fireTime));
+    } catch {
+      return undefined;
+    }
   }
 
   /** (Re)arms a job's timer entry; `after` = the last fire already handled (a ledger's), else now. */

@@ -27,6 +27,26 @@ const CHUNKS_IN_FLIGHT = 8;
 /** Retention of failed requests, the same for every request. */
 const REMOVE_ON_FAIL = { age: 24 * 3600, count: FAILED_KEPT_PER_QUEUE };
 
+/** Jobs firing less often than this have their requests prioritized behind the more frequent ones' (rate-monotonic order). */
+export const PRIORITIZED_FROM_PERIOD_MS = 60_000;
+/** BullMQ's highest priority number (the lowest priority). */
+const MAX_PRIORITY = 2_097_152;
+
+/**
+ * A request's BullMQ priority from its job's period, rate-monotonic: none (the queue's wait list,
+ * taken first) below a minute or when the period is unknown (a one-shot cron, a job without one);
+ * from a minute on, 1 + log2 of the period in minutes, whole (a minute 1, an hour 6, a day 11), so
+ * that a consumer takes every queued request of a more frequent job before those of a rarer one.
+ * BullMQ takes from its prioritized set only when the wait list is empty.
+ */
+export function priorityForPeriod(periodMs: number | undefined): number | undefined {
+  if (periodMs === undefined || !Number.isFinite(periodMs) || periodMs < PRIORITIZED_FROM_PERIOD_MS) return undefined;
+  return Math.min(MAX_PRIORITY, 1 + Math.floor(Math.log2(periodMs / PRIORITIZED_FROM_PERIOD_MS)));
+}
+
+/** The BullMQ priority of a request (see {@link priorityForPeriod}); undefined: none. */
+export type RequestPriority = (request: ExecutionRequest) => number | undefined;
+
 /** Requests per queue, from several enqueues, in one map (one addBulk per queue chunk for them all). */
 export function mergeByQueue(parts: Iterable<ReadonlyMap<string, readonly ExecutionRequest[]>>): Map<string, ExecutionRequest[]> {
   const merged = new Map<string, ExecutionRequest[]>();
@@ -60,12 +80,14 @@ export class QueuePool {
 
   /**
    * `prefix`: BullMQ's key prefix of the namespace's queues (queuePrefix in queue-names.ts);
-   * `completedKept`: completed requests kept per queue (0: removed as they complete).
+   * `completedKept`: completed requests kept per queue (0: removed as they complete); `priorityOf`:
+   * each request's priority, the same for every enqueue of it (a dispatch, a failover move, a replay).
    */
   constructor(
     readonly connection: RedisClient,
     readonly prefix: string = QUEUE_PREFIX,
     completedKept = 0,
+    private readonly priorityOf: RequestPriority = () => undefined,
   ) {
     this.jobOptions = { removeOnComplete: completedKept > 0 ? { count: completedKept } : true, removeOnFail: REMOVE_ON_FAIL };
   }
@@ -97,7 +119,13 @@ export class QueuePool {
       for (let i = 0; i < requests.length; i += ENQUEUE_CHUNK) chunks.push({ queue, requests: requests.slice(i, i + ENQUEUE_CHUNK) });
     }
     await forEachLimited(chunks, CHUNKS_IN_FLIGHT, async ({ queue, requests }) => {
-      await queue.addBulk(requests.map((request) => ({ name: request.job, data: request, opts: { jobId: executionJobId(request), ...this.jobOptions } })));
+      await queue.addBulk(
+        requests.map((request) => {
+          const priority = this.priorityOf(request);
+          const opts = { jobId: executionJobId(request), ...this.jobOptions, ...(priority !== undefined && { priority }) };
+          return { name: request.job, data: request, opts };
+        }),
+      );
       this.recent.record(queue.name, requests);
     });
   }

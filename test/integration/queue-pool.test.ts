@@ -6,11 +6,11 @@
 import { Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { RedisServer } from '../../src/dev/redis-server';
-import { QueuePool } from '../../src/leader/queue-pool';
+import { priorityForPeriod, QueuePool } from '../../src/leader/queue-pool';
 import type { ExecutionRequest } from '../../src/shared/registry/execution-request';
 import { QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
 import { createRedisConnection } from '../../src/shared/redis/redis-connection';
-import { closeServices, startRedis } from '../helpers/services';
+import { closeServices, eventually, startRedis } from '../helpers/services';
 
 let redisServer: RedisServer;
 let redis: Redis;
@@ -121,4 +121,34 @@ test("enqueueGathered: the callers of one event-loop turn share addBulk calls, a
   } finally {
     addBulk.mockRestore();
   }
+});
+
+test('rate-monotonic priorities: requests of rarer jobs wait in the prioritized set, and a consumer takes every request of a more frequent job first', async () => {
+  // 'hourly' fires every hour, 'minutely' every minute, 'billing' every second (no priority).
+  const periods: Record<string, number> = { hourly: 3_600_000, minutely: 60_000, billing: 1_000 };
+  const ranked = new QueuePool(redis, QUEUE_PREFIX, 0, (r) => priorityForPeriod(periods[r.job]));
+  try {
+    const of = (job: string, item: number): ExecutionRequest => ({ ...request(item), job });
+    // Enqueued rarest first: without priorities the consumer would take them in this order.
+    await ranked.enqueue(new Map([[QUEUE, [of('hourly', 0), of('hourly', 1), of('minutely', 0), of('minutely', 1), of('billing', 0), of('billing', 1)]]]));
+    const queue = ranked.get(QUEUE);
+    expect(await queue.getJobCounts('wait', 'prioritized')).toEqual({ wait: 2, prioritized: 4 });
+    // Every reader of pending requests (failover's moves, the admin's removal) asks for 'prioritized' too.
+    expect((await queue.getJobs(['wait', 'delayed', 'prioritized'])).length).toBe(6);
+    const order: string[] = [];
+    const connection = createRedisConnection(redisServer.url);
+    const worker = new Worker(QUEUE, async (job: Job) => void order.push(job.name), { connection, prefix: QUEUE_PREFIX, concurrency: 1 });
+    await eventually(() => expect(order).toHaveLength(6));
+    await worker.close();
+    connection.disconnect();
+    expect(order).toEqual(['billing', 'billing', 'minutely', 'minutely', 'hourly', 'hourly']);
+  } finally {
+    await ranked.close();
+  }
+});
+
+test('priorityForPeriod: none below a minute or without a period, then one more per doubling of the period', () => {
+  expect([undefined, 1_000, 59_999, 60_000, 119_999, 120_000, 3_600_000, 86_400_000, Infinity].map(priorityForPeriod)).toEqual([
+    undefined, undefined, undefined, 1, 1, 2, 6, 11, undefined,
+  ]);
 });

@@ -7,8 +7,12 @@ import { parseCron, type CronSchedule } from './cron';
 /** The key of a cron expression in a time zone, for maps of what its schedule gives. */
 export const scheduleKey = (cron: string, timeZone: string | undefined): string => `${timeZone ?? ''}\u0000${cron}`;
 
+/** Fires looked at to tell a schedule's period ({@link ScheduleCache.periodMs}). */
+const PERIOD_SAMPLE = 4;
+
 export class ScheduleCache {
   private readonly parsed = new Map<string, CronSchedule>();
+  private readonly periods = new Map<string, number | undefined>();
 
   /** The schedule of `cron` in `timeZone`; throws INVALID_CRON like parseCron. */
   get(cron: string, timeZone: string | undefined): CronSchedule {
@@ -21,7 +25,23 @@ export class ScheduleCache {
     return schedule;
   }
 
+  /**
+   * How often `cron` fires: the shortest gap between its next few fires after `fromMs`, worked out
+   * once per expression and zone; undefined for a schedule with fewer than two fires left (a
+   * one-shot). Throws INVALID_CRON like parseCron.
+   */
+  periodMs(cron: string, timeZone: string | undefined, fromMs: number): number | undefined {
+    const key = scheduleKey(cron, timeZone);
+    if (this.periods.has(key)) return this.periods.get(key);
+    const fires = this.get(cron, timeZone).between(fromMs, Number.MAX_SAFE_INTEGER, PERIOD_SAMPLE);
+    let period: number | undefined;
+    for (let i = 1; i < fires.length; i += 1) period = Math.min(period ?? Infinity, fires[i] - fires[i - 1]);
+    this.periods.set(key, period);
+    return period;
+  }
+
   clear(): void {
     this.parsed.clear();
+    this.periods.clear();
   }
 }
