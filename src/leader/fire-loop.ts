@@ -74,6 +74,22 @@ export interface FireLoopDeps {
   tickChunk?: number;
 }
 
+/**
+ * What one leadership holds back so that each job's ledgers are written in fire order while a big
+ * tick goes in chunks: the jobs with a fire in a chunk still to come, and the fires that came due
+ * meanwhile for a job held back (in arrival order).
+ */
+class Holds {
+  readonly pending = new Set<string>();
+  readonly fires = new Map<string, number[]>();
+
+  hold(job: string, fireTimes: readonly number[]): void {
+    const known = this.fires.get(job);
+    if (known) known.push(...fireTimes);
+    else this.fires.set(job, [...fireTimes]);
+  }
+}
+
 /** The ticks of one leader. */
 export class FireLoop {
   /** Fires that came due while leadership was suspended (or whose ledger write failed): job -> earliest nominal time. */
@@ -85,11 +101,8 @@ export class FireLoop {
   private leaderlessUntil: number | undefined;
   /** The tick queued on the chain and not started yet, which new wake-ups join. */
   private waitingTick: WaitingTick | undefined;
-  /**
-   * Jobs with a fire in a chunk of a tick still to come, of this leadership (a new set each
-   * time): a later tick's fire of one of them waits for it, so each job's ledgers stay in fire order.
-   */
-  private unfinished = new Set<string>();
+  /** What this leadership holds back to keep each job's ledgers in fire order (a new one each leadership). */
+  private holds = new Holds();
 
   private readonly chunkSize: number;
 
@@ -121,7 +134,7 @@ export class FireLoop {
     this.missed.clear();
     this.leaderlessUntil = undefined;
     this.waitingTick = undefined;
-    this.unfinished = new Set();
+    this.holds = new Holds();
   }
 
   /** The timer's callback: queues a tick for `due`, or joins the tick still waiting if the leader is behind. */
@@ -163,16 +176,34 @@ export class FireLoop {
     for (const [job, earliest] of missed) {
       const config = this.deps.jobs.get(job)?.view.config;
       const since = config?.cron ? this.deps.schedules.get(config.cron, config.timeZone).between(earliest - 1, now, MAX_CAUGHT_UP) : [];
-      due.push({ job, fireTimes: since.length > 0 ? since : [earliest], truncated: false });
+      // Fires that came due for the job while it was missed were held back for this catch-up (those
+      // handed over ahead of their time are not among `since`); a job with a fire in a chunk still
+      // to come keeps them, and this tick joins them, until that chunk is dispatched.
+      const pending = this.holds.pending.has(job);
+      const held = pending ? [] : (this.holds.fires.get(job) ?? []);
+      if (!pending) this.holds.fires.delete(job);
+      const fireTimes = [...new Set([...(since.length > 0 ? since : [earliest]), ...held])].sort((a, b) => a - b);
+      due.push({ job, fireTimes, truncated: false });
     }
     void this.onDue(due);
+  }
+
+  /** Whether a due fire of `job` must wait: an earlier one is in a chunk still to come, held itself, or missed and not caught up yet. */
+  private held(job: string): boolean {
+    return this.holds.pending.has(job) || this.holds.fires.has(job) || this.missed.has(job);
+  }
+
+  /** Remembers a fire that came due as `job`'s first missed one, unless an earlier one is. */
+  private markMissed(job: string, fireTime: number): void {
+    const known = this.missed.get(job);
+    if (known === undefined || fireTime < known) this.missed.set(job, fireTime);
   }
 
   private async tick(due: DueJob[]): Promise<void> {
     const { election, clock } = this.deps;
     const started = clock.now();
     if (election.state === 'suspended') {
-      for (const d of due) if (!this.missed.has(d.job)) this.missed.set(d.job, d.fireTimes[0]);
+      for (const d of due) this.markMissed(d.job, d.fireTimes[0]);
       return;
     }
     const epoch = election.epoch;
@@ -180,12 +211,14 @@ export class FireLoop {
       for (const d of due) this.deps.events.skipped({ job: d.job, fireTime: d.fireTimes[d.fireTimes.length - 1], reason: 'not-leader' });
       return;
     }
-    // A job whose earlier fire is still in a chunk to come goes again behind that chunk.
-    const blocked = due.filter((d) => this.unfinished.has(d.job));
-    if (blocked.length > 0) {
-      void this.deps.chain.run(() => this.tick(blocked), 'fire tick failed');
-      due = due.filter((d) => !this.unfinished.has(d.job));
+    // A job whose earlier fire has not been dispatched yet holds this one back: it goes right after
+    // that fire's chunk (releaseHeld), or with the catch-up of a missed one.
+    const free: DueJob[] = [];
+    for (const d of due) {
+      if (!this.held(d.job)) free.push(d);
+      else this.holds.hold(d.job, d.fireTimes);
     }
+    due = free;
     const runs: Run[] = [];
     const later: DueJob[] = [];
     for (const d of due) {
@@ -207,7 +240,7 @@ export class FireLoop {
     }
     if (later.length > 0) void this.onDue(later);
     if (runs.length > this.chunkSize) this.byPeriod(runs);
-    await this.dispatchChunk(runs, epoch, started, this.unfinished);
+    await this.dispatchChunk(runs, epoch, started, this.holds);
   }
 
   /** Sorts `runs` rate-monotonic: jobs of shorter period first (stable; jobs without a period last). */
@@ -227,48 +260,77 @@ export class FireLoop {
   }
 
   /**
-   * Plans and dispatches the first chunk of `runs`, then queues the rest on the chain
-   * behind what came due meanwhile. `unfinished` is the set of the leadership that decided them.
+   * Plans and dispatches the first chunk of `runs`, then queues the rest on the chain behind what
+   * came due meanwhile, and the fires held back for the chunk's jobs right behind it. `holds` are
+   * those of the leadership that decided the runs. A chunk that fails (a read while resharding, an
+   * enqueue) still lets the rest and the held fires go.
    */
-  private async dispatchChunk(runs: readonly Run[], epoch: number, started: number, unfinished: Set<string>): Promise<void> {
+  private async dispatchChunk(runs: readonly Run[], epoch: number, started: number, holds: Holds): Promise<void> {
     const chunk = runs.length > this.chunkSize ? runs.slice(0, this.chunkSize) : runs;
     const rest = runs.length > this.chunkSize ? runs.slice(this.chunkSize) : [];
-    for (const run of chunk) unfinished.delete(run.job);
-    for (const run of rest) unfinished.add(run.job);
-    const planned: Array<FirePlan | undefined> = new Array(chunk.length);
-    // Planning reads nothing unless a job reshards (then its `running` nodes): several at a time.
-    await forEachLimited(chunk.keys(), PLANS_AT_ONCE, async (i) => {
-      const { job, fireTime, source, catchUp } = chunk[i];
-      const state = this.deps.jobs.get(job);
-      if (!state) return;
-      const plan = await this.deps.dispatcher.plan(state, fireTime, source, epoch, catchUp);
-      if (typeof plan === 'string') this.skip(job, fireTime, plan);
-      else planned[i] = plan;
-    });
-    await this.dispatch(planned.filter((p): p is FirePlan => p !== undefined), started);
-    if (rest.length > 0) void this.deps.chain.run(() => this.resumeChunks(rest, epoch, unfinished), 'fire tick failed');
+    for (const run of chunk) holds.pending.delete(run.job);
+    for (const run of rest) holds.pending.add(run.job);
+    try {
+      const planned: Array<FirePlan | undefined> = new Array(chunk.length);
+      // Planning reads nothing unless a job reshards (then its `running` nodes): several at a time.
+      await forEachLimited(chunk.keys(), PLANS_AT_ONCE, async (i) => {
+        const { job, fireTime, source, catchUp } = chunk[i];
+        const state = this.deps.jobs.get(job);
+        if (!state) return;
+        const plan = await this.deps.dispatcher.plan(state, fireTime, source, epoch, catchUp);
+        if (typeof plan === 'string') this.skip(job, fireTime, plan);
+        else planned[i] = plan;
+      });
+      await this.dispatch(planned.filter((p): p is FirePlan => p !== undefined), started);
+    } finally {
+      this.releaseHeld(chunk.map((run) => run.job), holds);
+      if (rest.length > 0) void this.deps.chain.run(() => this.resumeChunks(rest, epoch, holds), 'fire tick failed');
+    }
+  }
+
+  /**
+   * Queues, next on the chain, a tick of the fires held back for `jobs` while an earlier fire of
+   * theirs waited in a chunk. Fires due for them before it runs join it (they are still held); a
+   * job whose fire was missed meanwhile keeps them for its catch-up.
+   */
+  private releaseHeld(jobs: readonly string[], holds: Holds): void {
+    const released = jobs.filter((job) => holds.fires.has(job) && !holds.pending.has(job));
+    if (released.length === 0) return;
+    void this.deps.chain.run(async () => {
+      if (holds !== this.holds) return;
+      const due: DueJob[] = [];
+      for (const job of released) {
+        const fireTimes = holds.fires.get(job);
+        if (!fireTimes || this.missed.has(job)) continue;
+        holds.fires.delete(job);
+        due.push({ job, fireTimes: [...new Set(fireTimes)].sort((a, b) => a - b), truncated: false });
+      }
+      if (due.length > 0) await this.tick(due);
+    }, 'fire tick failed');
   }
 
   /** The rest of a tick, when its turn on the chain comes: dispatched if this process still leads in the epoch that decided it. */
-  private async resumeChunks(runs: readonly Run[], epoch: number, unfinished: Set<string>): Promise<void> {
+  private async resumeChunks(runs: readonly Run[], epoch: number, holds: Holds): Promise<void> {
     const { election } = this.deps;
-    const current = unfinished === this.unfinished;
+    const current = holds === this.holds;
     if (current && election.state === 'suspended') {
       for (const run of runs) {
-        unfinished.delete(run.job);
-        if (!this.missed.has(run.job)) this.missed.set(run.job, run.fireTime);
+        holds.pending.delete(run.job);
+        this.markMissed(run.job, run.fireTime);
       }
       return;
     }
     // Decided in an earlier leadership or epoch: the fires are the next leader's to catch up.
     if (!current || !election.isLeader || election.epoch !== epoch) {
       for (const run of runs) {
-        unfinished.delete(run.job);
-        this.deps.events.skipped({ job: run.job, fireTime: run.fireTime, reason: 'not-leader' });
+        holds.pending.delete(run.job);
+        const held = holds.fires.get(run.job) ?? [];
+        holds.fires.delete(run.job);
+        for (const fireTime of [run.fireTime, ...held]) this.deps.events.skipped({ job: run.job, fireTime, reason: 'not-leader' });
       }
       return;
     }
-    await this.dispatchChunk(runs, epoch, this.deps.clock.now(), unfinished);
+    await this.dispatchChunk(runs, epoch, this.deps.clock.now(), holds);
   }
 
   private async dispatch(plans: FirePlan[], started: number): Promise<void> {
@@ -285,7 +347,7 @@ export class FireLoop {
       // caught up when leadership resumes, or, if it already has (the write timed out just as the
       // connection came back), by a retry of our own a moment later.
       this.deps.log.error({ err }, 'could not write the dispatch ledger');
-      for (const plan of plans) if (!this.missed.has(plan.job)) this.missed.set(plan.job, plan.ledger.fireTime);
+      for (const plan of plans) this.markMissed(plan.job, plan.ledger.fireTime);
       const retry = setTimeout(() => election.isLeader && this.catchUp(), 1_000);
       retry.unref();
       return;

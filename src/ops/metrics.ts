@@ -76,7 +76,7 @@ export class ShardcronMetrics {
     });
     new Gauge({
       name: 'shardcron_queue_depth',
-      help: 'Requests waiting, delayed or running in each live instance queue',
+      help: 'Requests waiting, delayed, prioritized or running in each live instance queue',
       labelNames: ['queue'],
       registers,
       async collect() {

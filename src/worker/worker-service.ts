@@ -327,6 +327,17 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   }
 
   /**
+   * Puts a taken request back on its queue. BullMQ puts a prioritized one (a job that fires once a
+   * minute or less often, queue-pool.ts) back in its sorted set without the queue's wake-up marker,
+   * so consumers blocked on that marker would see it only after their drain delay (5 s): the marker
+   * is added here, as BullMQ's own add does.
+   */
+  private async putBack(job: Job, token: string | undefined): Promise<void> {
+    await job.moveToWait(token);
+    if (job.opts.priority) await this.connection?.zadd(`${job.queueQualifiedName}:marker`, 0, '0');
+  }
+
+  /**
    * Registers a new incarnation and consumes its queue. The consumers start first: the leader sends
    * a job's requests once the job's instance node is there, and a worker of 100,000 jobs creates
    * those for the jobs that fire soonest long before it has registered the last one.
@@ -419,7 +430,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     if (!due || signal.aborted) {
       // Stopped meanwhile (session lost, forced shutdown): not run, so put back, as an abort is.
       if (lockedAhead) await this.executor.unlockAhead(lockedAhead);
-      await job.moveToWait(token);
+      await this.putBack(job, token);
       throw new WaitingError();
     }
     let status: Awaited<ReturnType<ItemExecutor['run']>>;
@@ -454,7 +465,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       // item runs, which a "completed" mark would have prevented. It must run when taken again,
       // with no limit: a request that waited behind catch-up work stops saying so.
       if (request.waited) await job.updateData({ ...request, waited: undefined });
-      await job.moveToWait(token);
+      await this.putBack(job, token);
       throw new WaitingError();
     }
     // Marks the BullMQ job failed with the job's own error, so the queue's tools (Bull Board) show
