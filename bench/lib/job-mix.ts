@@ -45,6 +45,11 @@ export function spawnRegisteringWorker(dist: string, n: number, mix: string, env
   });
 }
 
+/** How many of the N jobs of `mix` fire every minute: the `everySecondJobs` after the every-second ones (the worker's `cron` above). */
+export function everyMinuteJobs(n: number, mix: string): number {
+  return mix === 'issue23' ? Math.ceil(n / 100 + n / 5) - Math.ceil(n / 100) : 0;
+}
+
 /** How many of the N jobs of `mix` fire every second: s0 to s{count - 1} (the worker's `cron` above). */
 export function everySecondJobs(n: number, mix: string): number {
   return mix === 'issue23' ? Math.ceil(n / 100) : n;

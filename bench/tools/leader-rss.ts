@@ -16,7 +16,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { askStartLatency, countStartLatency, everySecondJobs, spawnRegisteringWorker } from '../lib/job-mix';
+import { askStartLatency, countStartLatency, everyMinuteJobs, everySecondJobs, spawnRegisteringWorker } from '../lib/job-mix';
 import { procSample } from '../lib/services';
 import { findQueues, queueStages } from '../lib/stages';
 import { triple } from '../lib/stats';
@@ -118,6 +118,15 @@ async function main(): Promise<void> {
           return Number(data.job.slice(1)) < everySecond ? data.fireTime : Number.NaN;
         }, true);
         process.stdout.write(`  minute ${new Date(minute).toISOString().slice(11, 19)} (p50 / p99 / max from the fire time): enqueue began ${triple(stages.enqueueBegins)}; taken by the worker ${triple(stages.pickedUp)}\n`);
+        // The every-minute jobs of that minute: what rate-monotonic order costs them (prioritized behind the every-second ones).
+        const everyMinute = everyMinuteJobs(N, process.env.MIX ?? '');
+        if (everyMinute === 0) continue;
+        const rare = await queueStages(redis.url, queues, QUEUE_PREFIX, { from: minute, to: minute + 3_000 }, (job) => {
+          const data = job.data as { job: string; fireTime: number };
+          const index = Number(data.job.slice(1));
+          return index >= everySecond && index < everySecond + everyMinute ? data.fireTime : Number.NaN;
+        }, true);
+        process.stdout.write(`    its ${everyMinute} every-minute jobs (${rare.pickedUp.n} of their requests still kept in Redis): enqueue began ${triple(rare.enqueueBegins)}; taken by the worker ${triple(rare.pickedUp)}\n`);
       }
     }
     process.stdout.write(`garbage collections over ${WATCH_S} s after elected: ${gcs.full} full; pauses ${Math.round(gcs.pauseMs)} ms in all, longest ${Math.round(gcs.maxPauseMs)} ms\n`);

@@ -90,6 +90,11 @@ class Holds {
   }
 }
 
+/** Fire times oldest first, each once. */
+function sortedFires(fireTimes: readonly number[]): number[] {
+  return [...new Set(fireTimes)].sort((a, b) => a - b);
+}
+
 /** The ticks of one leader. */
 export class FireLoop {
   /** Fires that came due while leadership was suspended (or whose ledger write failed): job -> earliest nominal time. */
@@ -148,15 +153,19 @@ export class FireLoop {
     if (waiting && this.deps.clock.now() > waiting.earliest) {
       for (const d of due) {
         const known = waiting.due.get(d.job);
-        if (known) known.fireTimes.push(...d.fireTimes);
+        // planDueFires takes a job's fire times oldest first, each once.
+        if (known) known.fireTimes = sortedFires([...known.fireTimes, ...d.fireTimes]);
         else waiting.due.set(d.job, { ...d, fireTimes: [...d.fireTimes] });
       }
       return this.deps.chain.idle();
     }
     const tick: WaitingTick = { due: new Map(due.map((d) => [d.job, d])), earliest: due.reduce((min, d) => Math.min(min, d.fireTimes[0]), Number.POSITIVE_INFINITY) };
     this.waitingTick = tick;
+    const holds = this.holds;
     return this.deps.chain.run(() => {
       if (this.waitingTick === tick) this.waitingTick = undefined;
+      // Queued in a leadership that ended: the next one's timer starts from each job's ledger.
+      if (holds !== this.holds) return Promise.resolve();
       return this.tick([...tick.due.values()]);
     }, 'fire tick failed');
   }
@@ -167,11 +176,23 @@ export class FireLoop {
    * enough, and applies the misfire policy to older ones.
    */
   catchUp(): void {
+    if (this.missed.size === 0) return;
+    this.leaderlessUntil = Math.max(this.leaderlessUntil ?? 0, this.deps.clock.now());
+    // On the chain: ticks queued before it still find the jobs missed and hold their fires, which
+    // it then takes in, so each job's fires go in order.
+    const holds = this.holds;
+    void this.deps.chain.run(async () => {
+      if (holds !== this.holds) return;
+      const due = this.takeMissed();
+      if (due.length > 0) await this.tick(due);
+    }, 'catch-up failed');
+  }
+
+  /** The missed fires of each missed job, from its earliest one to now, with the fires held back for it meanwhile; clears them. */
+  private takeMissed(): DueJob[] {
     const missed = [...this.missed];
     this.missed.clear();
-    if (missed.length === 0) return;
     const now = this.deps.clock.now();
-    this.leaderlessUntil = Math.max(this.leaderlessUntil ?? 0, now);
     const due: DueJob[] = [];
     for (const [job, earliest] of missed) {
       const config = this.deps.jobs.get(job)?.view.config;
@@ -182,10 +203,9 @@ export class FireLoop {
       const pending = this.holds.pending.has(job);
       const held = pending ? [] : (this.holds.fires.get(job) ?? []);
       if (!pending) this.holds.fires.delete(job);
-      const fireTimes = [...new Set([...(since.length > 0 ? since : [earliest]), ...held])].sort((a, b) => a - b);
-      due.push({ job, fireTimes, truncated: false });
+      due.push({ job, fireTimes: sortedFires([...(since.length > 0 ? since : [earliest]), ...held]), truncated: false });
     }
-    void this.onDue(due);
+    return due;
   }
 
   /** Whether a due fire of `job` must wait: an earlier one is in a chunk still to come, held itself, or missed and not caught up yet. */
@@ -203,7 +223,12 @@ export class FireLoop {
     const { election, clock } = this.deps;
     const started = clock.now();
     if (election.state === 'suspended') {
-      for (const d of due) this.markMissed(d.job, d.fireTimes[0]);
+      // All of them kept: the catch-up rebuilds only the fires due by then, and the timer hands
+      // fires over a lead ahead of their time.
+      for (const d of due) {
+        this.markMissed(d.job, d.fireTimes[0]);
+        this.holds.hold(d.job, d.fireTimes);
+      }
       return;
     }
     const epoch = election.epoch;
@@ -233,10 +258,14 @@ export class FireLoop {
       });
       for (const fireTime of plan.skipped) this.skip(d.job, fireTime, 'missed');
       if (plan.run) runs.push({ job: d.job, ...plan.run });
-      // Fires left for later go to a tick of their own, queued behind this one, so that each job's
-      // ledgers stay in fire order (a fire still ahead folded into a MISFIRE run would run early and
-      // have no run of its own: the ZooKeeper-restart chaos test saw a fire with no start at all).
-      if (plan.later.length > 0) later.push({ job: d.job, fireTimes: plan.later, truncated: false });
+      // Fires left for later go to a tick of their own, so that each job's ledgers stay in fire
+      // order (a fire still ahead folded into a MISFIRE run would run early and have no run of its
+      // own: the ZooKeeper-restart chaos test saw a fire with no start at all). Those of a job with
+      // a run now are held back and go right behind that run's chunk, ahead of any tick queued
+      // meanwhile; the others queue as a tick of their own.
+      if (plan.later.length === 0) continue;
+      if (plan.run) this.holds.hold(d.job, plan.later);
+      else later.push({ job: d.job, fireTimes: plan.later, truncated: false });
     }
     if (later.length > 0) void this.onDue(later);
     if (runs.length > this.chunkSize) this.byPeriod(runs);
@@ -273,14 +302,23 @@ export class FireLoop {
     try {
       const planned: Array<FirePlan | undefined> = new Array(chunk.length);
       // Planning reads nothing unless a job reshards (then its `running` nodes): several at a time.
+      let failed = false;
       await forEachLimited(chunk.keys(), PLANS_AT_ONCE, async (i) => {
         const { job, fireTime, source, catchUp } = chunk[i];
         const state = this.deps.jobs.get(job);
         if (!state) return;
-        const plan = await this.deps.dispatcher.plan(state, fireTime, source, epoch, catchUp);
-        if (typeof plan === 'string') this.skip(job, fireTime, plan);
-        else planned[i] = plan;
+        try {
+          const plan = await this.deps.dispatcher.plan(state, fireTime, source, epoch, catchUp);
+          if (typeof plan === 'string') this.skip(job, fireTime, plan);
+          else planned[i] = plan;
+        } catch (err) {
+          // A read of a reshard failed: the fire is caught up a moment later, as a failed ledger write's.
+          this.deps.log.error({ err, job, fireTime }, 'could not plan a fire');
+          this.markMissed(job, fireTime);
+          failed = true;
+        }
       });
+      if (failed) this.retryMissed();
       await this.dispatch(planned.filter((p): p is FirePlan => p !== undefined), started);
     } finally {
       this.releaseHeld(chunk.map((run) => run.job), holds);
@@ -303,7 +341,7 @@ export class FireLoop {
         const fireTimes = holds.fires.get(job);
         if (!fireTimes || this.missed.has(job)) continue;
         holds.fires.delete(job);
-        due.push({ job, fireTimes: [...new Set(fireTimes)].sort((a, b) => a - b), truncated: false });
+        due.push({ job, fireTimes: sortedFires(fireTimes), truncated: false });
       }
       if (due.length > 0) await this.tick(due);
     }, 'fire tick failed');
@@ -348,8 +386,7 @@ export class FireLoop {
       // connection came back), by a retry of our own a moment later.
       this.deps.log.error({ err }, 'could not write the dispatch ledger');
       for (const plan of plans) this.markMissed(plan.job, plan.ledger.fireTime);
-      const retry = setTimeout(() => election.isLeader && this.catchUp(), 1_000);
-      retry.unref();
+      this.retryMissed();
       return;
     }
     for (const plan of plans) {
@@ -415,6 +452,12 @@ export class FireLoop {
     for (const { from, items } of moved) {
       this.deps.log.info({ job: plan.job, fireTime: plan.ledger.fireTime, from, items }, 'instance left before the fire; its items go to live instances');
     }
+  }
+
+  /** Catches up the missed fires a moment from now, if this process still leads then (else when it resumes). */
+  private retryMissed(): void {
+    const retry = setTimeout(() => this.deps.election.isLeader && this.catchUp(), 1_000);
+    retry.unref();
   }
 
   private skip(job: string, fireTime: number, reason: SkipReason): void {
