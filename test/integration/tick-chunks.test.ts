@@ -24,27 +24,44 @@ afterAll(async () => {
   expectNoLiveServices();
 });
 
+/** What a test's leader ledgered, one entry per dispatcher.commit call (a chunk's), in the order they ran on its chain. */
+type Commits = Array<Array<{ job: string; fireTime: number }>>;
+
+/**
+ * A scheduler-only leader of `cluster`'s namespace with tick chunks of `tickChunk`, not started,
+ * whose ledger writes are recorded in `commits` (the enqueues that follow wait for timers, whose
+ * order for one time Node does not promise), and a `close` for it.
+ */
+async function chunkedLeader(cluster: TestCluster, tickChunk: number): Promise<{ leader: LeaderService; commits: Commits; close(): Promise<void> }> {
+  const zkClient = await connectZk(zk.connectionString, { namespace: cluster.namespace, sessionTimeoutMs: 2_000 });
+  const connection = createRedisClient({ url: redis.url }, { name: 'leader' });
+  const leader = new LeaderService({ zk: zkClient, redis: connection, namespace: cluster.namespace, queuePrefix: queuePrefix(cluster.namespace, { url: redis.url }), instanceId: 'leader', tickChunk });
+  const commits: Commits = [];
+  const commit = leader.dispatcher.commit.bind(leader.dispatcher);
+  jest.spyOn(leader.dispatcher, 'commit').mockImplementation((plans, ...rest) => {
+    commits.push(plans.map((p) => ({ job: p.job, fireTime: p.ledger.fireTime })));
+    return commit(plans, ...rest);
+  });
+  const close = async () => {
+    await leader.close();
+    await connection.quit();
+    await cluster.close();
+    await closeZkClients();
+  };
+  return { leader, commits, close };
+}
+
 test('a tick beyond the chunk size dispatches jobs of shorter period first, each fire once, and every item runs each fire once', async () => {
   const cluster = new TestCluster(zk, redis);
   // Three every-second jobs and three every-2-seconds ones, two items each: six job-fires every
   // even second, three chunks of two. Defined rarest first: only the period orders them.
   const rare = ['r0', 'r1', 'r2'].map((name) => defineJob({ name, cron: '0/2 * * * * ?', shardingTotalCount: 2, execute: () => undefined }));
   const often = ['f0', 'f1', 'f2'].map((name) => defineJob({ name, cron: '* * * * * ?', shardingTotalCount: 2, execute: () => undefined }));
-  const zkClient = await connectZk(zk.connectionString, { namespace: cluster.namespace, sessionTimeoutMs: 2_000 });
-  const connection = createRedisClient({ url: redis.url }, { name: 'leader' });
-  const leader = new LeaderService({ zk: zkClient, redis: connection, namespace: cluster.namespace, queuePrefix: queuePrefix(cluster.namespace, { url: redis.url }), instanceId: 'leader', tickChunk: 2 });
+  const { leader, commits, close } = await chunkedLeader(cluster, 2);
   const dispatched: Array<{ job: string; fireTime: number }> = [];
   const skipped: Array<{ job: string; fireTime: number }> = [];
   leader.on('fire:dispatched', ({ job, fireTime }) => void dispatched.push({ job, fireTime }));
   leader.on('fire:skipped', (event) => void skipped.push(event));
-  // The ledger writes, in the order they run on the leader's chain (the enqueues that follow wait
-  // for timers, whose order for one time Node does not promise): what each chunk held.
-  const commits: Array<Array<{ job: string; fireTime: number }>> = [];
-  const commit = leader.dispatcher.commit.bind(leader.dispatcher);
-  jest.spyOn(leader.dispatcher, 'commit').mockImplementation((plans, ...rest) => {
-    commits.push(plans.map((p) => ({ job: p.job, fireTime: p.ledger.fireTime })));
-    return commit(plans, ...rest);
-  });
   try {
     await cluster.start({ roles: ['worker'], jobs: [...rare, ...often], instanceId: 'w1' });
     await leader.start();
@@ -73,26 +90,17 @@ test('a tick beyond the chunk size dispatches jobs of shorter period first, each
     expect(starts.sort()).toEqual(wanted);
     expect(skipped.filter((s) => s.fireTime >= evens[0])).toEqual([]);
   } finally {
-    await leader.close();
-    await connection.quit();
-    await cluster.close();
-    await closeZkClients();
+    await close();
   }
 });
 
 test("a job whose fire waits in a chunk still to come holds its next fire back until that chunk is dispatched: each job's ledgers stay in fire order", async () => {
   const cluster = new TestCluster(zk, redis);
   const jobs = ['a', 'b', 'c'].map((name) => defineJob({ name, cron: '* * * * * ?', shardingTotalCount: 2, execute: () => undefined }));
-  const zkClient = await connectZk(zk.connectionString, { namespace: cluster.namespace, sessionTimeoutMs: 2_000 });
-  const connection = createRedisClient({ url: redis.url }, { name: 'leader' });
   // Chunks of one job-fire: a tick of the three jobs goes in three chunks.
-  const leader = new LeaderService({ zk: zkClient, redis: connection, namespace: cluster.namespace, queuePrefix: queuePrefix(cluster.namespace, { url: redis.url }), instanceId: 'leader', tickChunk: 1 });
-  const commits: Array<{ job: string; fireTime: number }> = [];
-  const commit = leader.dispatcher.commit.bind(leader.dispatcher);
-  jest.spyOn(leader.dispatcher, 'commit').mockImplementation((plans, ...rest) => {
-    commits.push(...plans.map((p) => ({ job: p.job, fireTime: p.ledger.fireTime })));
-    return commit(plans, ...rest);
-  });
+  const chunked = await chunkedLeader(cluster, 1);
+  const { leader, close } = chunked;
+  const commits = () => chunked.commits.flat();
   // The first chunk of one fire takes 1.3 s to plan: the next second's tick comes due meanwhile,
   // finds b and c in the chunks still to come, and dispatches only a.
   const plan = leader.dispatcher.plan.bind(leader.dispatcher);
@@ -108,28 +116,69 @@ test("a job whose fire waits in a chunk still to come holds its next fire back u
   try {
     await cluster.start({ roles: ['worker'], jobs, instanceId: 'w1' });
     await leader.start();
-    await waitFor(() => slowFire !== undefined && commits.some((c) => c.fireTime >= slowFire! + 3_000), { timeoutMs: 20_000, message: 'three fires past the slow one' });
+    await waitFor(() => slowFire !== undefined && commits().some((c) => c.fireTime >= slowFire! + 3_000), { timeoutMs: 20_000, message: 'three fires past the slow one' });
     const slow = slowFire!;
-    const index = (job: string, fireTime: number) => commits.findIndex((c) => c.job === job && c.fireTime === fireTime);
+    const index = (job: string, fireTime: number) => commits().findIndex((c) => c.job === job && c.fireTime === fireTime);
     // The next fire of a passed between the chunks of the slow one ...
     expect(index('a', slow + 1_000)).toBeLessThan(index('b', slow));
     // ... and b's and c's next fires were held back until their own slow-tick chunks.
     for (const job of ['b', 'c']) expect(index(job, slow)).toBeLessThan(index(job, slow + 1_000));
     // Every job's ledgers in fire order, each fire once.
     for (const job of ['a', 'b', 'c']) {
-      const fires = commits.filter((c) => c.job === job && c.fireTime >= slow).map((c) => c.fireTime);
+      const fires = commits().filter((c) => c.job === job && c.fireTime >= slow).map((c) => c.fireTime);
       expect(fires).toEqual([...new Set(fires)].sort((x, y) => x - y));
     }
     // Every item of those fires starts, once.
     const window = (fireTime: number) => fireTime >= slow && fireTime <= slow + 2_000;
-    const wanted = commits.filter((c) => window(c.fireTime)).flatMap((c) => [`${c.job}|${c.fireTime}|0`, `${c.job}|${c.fireTime}|1`]).sort();
+    const wanted = commits().filter((c) => window(c.fireTime)).flatMap((c) => [`${c.job}|${c.fireTime}|0`, `${c.job}|${c.fireTime}|1`]).sort();
     expect(wanted).toHaveLength(18);
     await waitFor(() => cluster.starts().filter((s) => window(s.fireTime)).length >= wanted.length, { message: 'every item of the three fires' });
     expect(cluster.starts().filter((s) => window(s.fireTime)).map((s) => `${s.job}|${s.fireTime}|${s.item}`).sort()).toEqual(wanted);
   } finally {
-    await leader.close();
-    await connection.quit();
-    await cluster.close();
-    await closeZkClients();
+    await close();
+  }
+});
+
+test("a later tick whose first chunk holds a job still waiting in an earlier tick's rest holds that job's fire back: its ledgers stay in fire order", async () => {
+  const cluster = new TestCluster(zk, redis);
+  // x fires every second for four seconds, ending at second `last` (even); y every 2 s. At `last`
+  // both are due, x first (shorter period); with chunks of one, y waits in the rest while x's plan
+  // takes 2.3 s. y's next fire (last + 2) comes due meanwhile, alone: its tick's first chunk.
+  let second = new Date().getUTCSeconds();
+  if (second > 45) {
+    await new Promise((resolve) => setTimeout(resolve, (61 - second) * 1_000));
+    second = new Date().getUTCSeconds();
+  }
+  const last = (second + 6) % 2 === 0 ? second + 6 : second + 7;
+  const x = defineJob({ name: 'x', cron: `${last - 3}-${last} * * * * ?`, shardingTotalCount: 2, execute: () => undefined });
+  const y = defineJob({ name: 'y', cron: '0/2 * * * * ?', shardingTotalCount: 2, execute: () => undefined });
+  const chunked = await chunkedLeader(cluster, 1);
+  const { leader, close } = chunked;
+  const commits = () => chunked.commits.flat();
+  const plan = leader.dispatcher.plan.bind(leader.dispatcher);
+  let slowFire: number | undefined;
+  jest.spyOn(leader.dispatcher, 'plan').mockImplementation(async (state, fireTime, ...rest) => {
+    if (slowFire === undefined && state.view.job === 'x' && new Date(fireTime).getUTCSeconds() === last) {
+      slowFire = fireTime;
+      await new Promise((resolve) => setTimeout(resolve, 2_300));
+    }
+    return plan(state, fireTime, ...rest);
+  });
+  try {
+    await cluster.start({ roles: ['worker'], jobs: [x, y], instanceId: 'w1' });
+    await leader.start();
+    await waitFor(() => slowFire !== undefined && commits().some((c) => c.job === 'y' && c.fireTime >= slowFire! + 4_000), { timeoutMs: 30_000, message: "y's second fire after x's slow one" });
+    const slow = slowFire!;
+    const index = (job: string, fireTime: number) => commits().findIndex((c) => c.job === job && c.fireTime === fireTime);
+    expect(index('x', slow)).toBeGreaterThanOrEqual(0);
+    expect(index('y', slow)).toBeGreaterThan(index('x', slow));
+    expect(index('y', slow)).toBeLessThan(index('y', slow + 2_000));
+    const fires = commits().filter((c) => c.job === 'y').map((c) => c.fireTime);
+    expect(fires).toEqual([...new Set(fires)].sort((a, b) => a - b));
+    const window = (fireTime: number) => fireTime >= slow && fireTime <= slow + 2_000;
+    await waitFor(() => cluster.starts('y').filter((s) => window(s.fireTime)).length >= 4, { message: "y's two fires, both items" });
+    expect(cluster.starts('y').filter((s) => window(s.fireTime)).map((s) => `${s.fireTime}|${s.item}`).sort()).toEqual([`${slow}|0`, `${slow}|1`, `${slow + 2_000}|0`, `${slow + 2_000}|1`]);
+  } finally {
+    await close();
   }
 });
