@@ -20,7 +20,7 @@ import { FireTimer, systemClock, type Clock } from './fire-timer';
 import { JobRegistry } from './job-registry';
 import { LeaderElection } from './leader-election';
 import { QueueMoves } from './queue-moves';
-import { priorityForPeriod, QueuePool } from './queue-pool';
+import { PRIORITIZED_FROM_PERIOD_MS, priorityForPeriod, QueuePool } from './queue-pool';
 import { RedisReconcile, type ReconcileResult } from './redis-reconcile';
 import { ScheduleCache, scheduleKey } from '../shared/cron/schedule-cache';
 import { REFRESH_RARER_THAN_MS, StandbyReads } from './standby-reads';
@@ -107,6 +107,12 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   private readonly triggers: TriggerDispatcher;
   private readonly reconcile: RedisReconcile;
   private readonly schedules = new ScheduleCache();
+  /**
+   * Jobs firing more often than once a minute. While there are none, no request gets a priority:
+   * rate-monotonic order has nothing to let pass, and BullMQ's prioritized set costs more than its
+   * wait list (bench/tools/priority-cost.ts: 13% more Redis CPU per job).
+   */
+  private readonly frequentJobs = new Set<string>();
   private readonly reads: StandbyReads;
   /** Per cron and time zone: its next fire after `from`, which holds until that fire. */
   private readonly nextFires = new Map<string, { from: number; next: number }>();
@@ -164,7 +170,10 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       fence,
       prepare: (job, state) => this.takeover.prepareJob(job, state),
       schedule: (job, config, after) => this.scheduleJob(job, config, after),
-      unschedule: (job) => this.timer?.unschedule(job),
+      unschedule: (job) => {
+        this.frequentJobs.delete(job);
+        this.timer?.unschedule(job);
+      },
       instanceLost: ({ instanceId, info }) => moves.schedule(instanceId, info.queue, 'lost'),
       instanceDraining: ({ instanceId, info }) => moves.schedule(instanceId, info.queue, 'draining'),
       invalidConfig: (job, error) => this.emit('job:invalid', { job, error }),
@@ -346,6 +355,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.fires.end();
     this.triggers.end();
     this.schedules.clear();
+    this.frequentJobs.clear();
     this.nextFires.clear();
     this.reads.clear();
     await this.registry.clear();
@@ -368,6 +378,17 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     return next;
   }
 
+  /** Whether a job with `config` fires more often than once a minute (PRIORITIZED_FROM_PERIOD_MS; unknown: no). */
+  private firesMoreThanOnceAMinute(config: JobConfig | undefined): boolean {
+    if (!config?.cron) return false;
+    try {
+      const period = this.schedules.periodMs(config.cron, config.timeZone, this.clock.now());
+      return period !== undefined && period < PRIORITIZED_FROM_PERIOD_MS;
+    } catch {
+      return false;
+    }
+  }
+
   /** Whether a job with `config` fires at least every REFRESH_RARER_THAN_MS (unknown: yes). */
   private firesOften(config: JobConfig | undefined): boolean {
     if (!config?.cron) return false;
@@ -385,7 +406,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
    * (docs/design-notes.md, "Frequent jobs while many fire at once"). An operator's trigger has none.
    */
   private requestPriority(request: ExecutionRequest): number | undefined {
-    if (request.source === 'TRIGGER') return undefined;
+    if (request.source === 'TRIGGER' || this.frequentJobs.size === 0) return undefined;
     const config = this.registry?.jobs.get(request.job)?.view.config;
     if (!config?.cron) return undefined;
     try {
@@ -397,6 +418,8 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
 
   /** (Re)arms a job's timer entry; `after` = the last fire already handled (a ledger's), else now. */
   private scheduleJob(job: string, config: JobConfig | undefined, after: number | undefined): void {
+    if (this.firesMoreThanOnceAMinute(config)) this.frequentJobs.add(job);
+    else this.frequentJobs.delete(job);
     const timer = this.timer;
     if (!timer || !config) return;
     if (!config.cron) {

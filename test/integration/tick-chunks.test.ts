@@ -1,8 +1,11 @@
 /**
- * A tick of more job-fires than the leader's tick chunk (TICK_CHUNK, 1,000; here 2, so that a few
- * jobs exercise it) against real ZooKeeper and Redis: it goes in chunks, jobs of shorter period
- * first, each fire of each job is dispatched once and runs once on every item, in fire order.
+ * Rate-monotonic order against real ZooKeeper and Redis. A tick of more job-fires than the leader's
+ * tick chunk (TICK_CHUNK, 1,000; here 1 or 2, so that a few jobs exercise it) goes in chunks, jobs
+ * of shorter period first, each fire of each job dispatched once and run once on every item, each
+ * job's ledgers in fire order. Requests of jobs firing once a minute or less often are prioritized
+ * in the queue while jobs firing more often exist.
  */
+import { Queue } from 'bullmq';
 import { defineJob } from '../../src';
 import type { RedisServer } from '../../src/dev/redis-server';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
@@ -32,10 +35,10 @@ type Commits = Array<Array<{ job: string; fireTime: number }>>;
  * whose ledger writes are recorded in `commits` (the enqueues that follow wait for timers, whose
  * order for one time Node does not promise), and a `close` for it.
  */
-async function chunkedLeader(cluster: TestCluster, tickChunk: number): Promise<{ leader: LeaderService; commits: Commits; close(): Promise<void> }> {
+async function chunkedLeader(cluster: TestCluster, tickChunk: number, completedKept = 0): Promise<{ leader: LeaderService; commits: Commits; close(): Promise<void> }> {
   const zkClient = await connectZk(zk.connectionString, { namespace: cluster.namespace, sessionTimeoutMs: 2_000 });
   const connection = createRedisClient({ url: redis.url }, { name: 'leader' });
-  const leader = new LeaderService({ zk: zkClient, redis: connection, namespace: cluster.namespace, queuePrefix: queuePrefix(cluster.namespace, { url: redis.url }), instanceId: 'leader', tickChunk });
+  const leader = new LeaderService({ zk: zkClient, redis: connection, namespace: cluster.namespace, queuePrefix: queuePrefix(cluster.namespace, { url: redis.url }), instanceId: 'leader', tickChunk, completedKept });
   const commits: Commits = [];
   const commit = leader.dispatcher.commit.bind(leader.dispatcher);
   jest.spyOn(leader.dispatcher, 'commit').mockImplementation((plans, ...rest) => {
@@ -181,4 +184,43 @@ test("a later tick whose first chunk holds a job still waiting in an earlier tic
   } finally {
     await close();
   }
+});
+
+describe('request priorities (rate-monotonic order in the queue)', () => {
+  /** The BullMQ priority of each job's completed requests on w1's queue (0: none), after a fire of `rare` at second `at`. */
+  async function priorities(withFrequent: boolean): Promise<Record<string, number[]>> {
+    const cluster = new TestCluster(zk, redis);
+    const at = (new Date().getUTCSeconds() + 6) % 60;
+    const jobs = [defineJob({ name: 'rare', cron: `${at} * * * * ?`, shardingTotalCount: 2, execute: () => undefined })];
+    if (withFrequent) jobs.push(defineJob({ name: 'often', cron: '* * * * * ?', shardingTotalCount: 1, execute: () => undefined }));
+    const { leader, close } = await chunkedLeader(cluster, 1_000, 100);
+    try {
+      const node = await cluster.start({ roles: ['worker'], jobs, instanceId: 'w1' });
+      await leader.start();
+      await cluster.waitForCompleteFires('rare', 2, 0, 1, 20_000);
+      const connection = createRedisClient({ url: redis.url });
+      const queue = new Queue(node.worker!.queue!, { connection, prefix: queuePrefix(cluster.namespace, { url: redis.url }) });
+      try {
+        const byJob: Record<string, number[]> = {};
+        await waitFor(async () => (await queue.getJobs(['completed'])).filter((j) => j.name === 'rare').length === 2, { message: "rare's two completed requests" });
+        for (const job of await queue.getJobs(['completed'])) (byJob[job.name] ??= []).push(job.opts.priority ?? 0);
+        return byJob;
+      } finally {
+        await queue.close();
+        connection.disconnect();
+      }
+    } finally {
+      await close();
+    }
+  }
+
+  it('with every-second jobs in the namespace, an every-minute job\'s requests are prioritized (1) and the every-second ones are not', async () => {
+    const byJob = await priorities(true);
+    expect(byJob.rare).toEqual([1, 1]);
+    expect(new Set(byJob.often)).toEqual(new Set([0]));
+  });
+
+  it('with no job firing more than once a minute, nothing is prioritized: there is nothing to let pass', async () => {
+    expect(await priorities(false)).toEqual({ rare: [0, 0] });
+  });
 });
