@@ -7,6 +7,7 @@ import type { ConsoleRole } from './ops/console-role';
 import { loadEnvConfig, type Role, type ShardcronEnvConfig } from './shared/config/env-config';
 import type { ResolvedJobDefinition } from './shared/config/job-definition';
 import { applyHeapGrowth, DEFAULT_HEAP_GROWTH_PERCENT } from './shared/heap-growth';
+import { closeStep } from './shared/close-step';
 import { createLogger, type Logger } from './shared/logger';
 import { ZkClient } from './shared/zk';
 import { detectIp } from './worker/instance-registration';
@@ -173,26 +174,3 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
   }
 }
 
-/** How long a step of a node's close may take before the log says which one is still going. */
-const SLOW_CLOSE_STEP_MS = 10_000;
-
-/**
- * Runs one step of a node's close: a failure is logged and the close goes on; a step still running
- * after {@link SLOW_CLOSE_STEP_MS} is named in a warning (and again when it ends), so a shutdown
- * that does not end says what it is waiting for.
- */
-async function closeStep(step: string, run: () => Promise<unknown>, log: Logger): Promise<void> {
-  const started = Date.now();
-  const slow = setTimeout(() => log.warn({ step, waitedMs: Date.now() - started }, 'closing the node: still waiting for this step'), SLOW_CLOSE_STEP_MS);
-  slow.unref();
-  try {
-    await run();
-  } catch (err) {
-    log.warn({ err, step }, 'cleanup failed');
-  } finally {
-    clearTimeout(slow);
-  }
-  const tookMs = Date.now() - started;
-  if (tookMs >= SLOW_CLOSE_STEP_MS) log.warn({ step, tookMs }, 'closing the node: a slow step ended');
-  else log.debug({ step, tookMs }, 'closed');
-}

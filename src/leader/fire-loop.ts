@@ -88,6 +88,13 @@ class Holds {
     if (known) known.push(...fireTimes);
     else this.fires.set(job, [...fireTimes]);
   }
+
+  /** The fires held back for `job`, no longer held. */
+  take(job: string): number[] {
+    const fireTimes = this.fires.get(job) ?? [];
+    this.fires.delete(job);
+    return fireTimes;
+  }
 }
 
 /** Fire times oldest first, each once. */
@@ -200,9 +207,7 @@ export class FireLoop {
       // Fires that came due for the job while it was missed were held back for this catch-up (those
       // handed over ahead of their time are not among `since`); a job with a fire in a chunk still
       // to come keeps them, and this tick joins them, until that chunk is dispatched.
-      const pending = this.holds.pending.has(job);
-      const held = pending ? [] : (this.holds.fires.get(job) ?? []);
-      if (!pending) this.holds.fires.delete(job);
+      const held = this.holds.pending.has(job) ? [] : this.holds.take(job);
       due.push({ job, fireTimes: sortedFires([...(since.length > 0 ? since : [earliest]), ...held]), truncated: false });
     }
     return due;
@@ -275,16 +280,7 @@ export class FireLoop {
   /** Sorts `runs` rate-monotonic: jobs of shorter period first (stable; jobs without a period last). */
   private byPeriod(runs: Run[]): void {
     const periods = new Map<string, number>();
-    for (const run of runs) {
-      const config = this.deps.jobs.get(run.job)?.view.config;
-      let period = Number.POSITIVE_INFINITY;
-      try {
-        if (config?.cron) period = this.deps.schedules.periodMs(config.cron, config.timeZone, run.fireTime) ?? period;
-      } catch {
-        // An invalid cron is the job registry's to report; it just goes last here.
-      }
-      periods.set(run.job, period);
-    }
+    for (const run of runs) periods.set(run.job, this.deps.schedules.jobPeriodMs(this.deps.jobs.get(run.job)?.view.config, run.fireTime) ?? Number.POSITIVE_INFINITY);
     runs.sort((a, b) => periods.get(a.job)! - periods.get(b.job)!);
   }
 
@@ -295,8 +291,8 @@ export class FireLoop {
    * enqueue) still lets the rest and the held fires go.
    */
   private async dispatchChunk(runs: readonly Run[], epoch: number, started: number, holds: Holds): Promise<void> {
-    const chunk = runs.length > this.chunkSize ? runs.slice(0, this.chunkSize) : runs;
-    const rest = runs.length > this.chunkSize ? runs.slice(this.chunkSize) : [];
+    const chunk = runs.slice(0, this.chunkSize);
+    const rest = runs.slice(this.chunkSize);
     for (const run of chunk) holds.pending.delete(run.job);
     for (const run of rest) holds.pending.add(run.job);
     try {
@@ -338,10 +334,8 @@ export class FireLoop {
       if (holds !== this.holds) return;
       const due: DueJob[] = [];
       for (const job of released) {
-        const fireTimes = holds.fires.get(job);
-        if (!fireTimes || this.missed.has(job)) continue;
-        holds.fires.delete(job);
-        due.push({ job, fireTimes: sortedFires(fireTimes), truncated: false });
+        if (!holds.fires.has(job) || this.missed.has(job)) continue;
+        due.push({ job, fireTimes: sortedFires(holds.take(job)), truncated: false });
       }
       if (due.length > 0) await this.tick(due);
     }, 'fire tick failed');
@@ -362,9 +356,7 @@ export class FireLoop {
     if (!current || !election.isLeader || election.epoch !== epoch) {
       for (const run of runs) {
         holds.pending.delete(run.job);
-        const held = holds.fires.get(run.job) ?? [];
-        holds.fires.delete(run.job);
-        for (const fireTime of [run.fireTime, ...held]) this.deps.events.skipped({ job: run.job, fireTime, reason: 'not-leader' });
+        for (const fireTime of [run.fireTime, ...holds.take(run.job)]) this.deps.events.skipped({ job: run.job, fireTime, reason: 'not-leader' });
       }
       return;
     }

@@ -113,6 +113,8 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
    * wait list (bench/tools/priority-cost.ts: 13% more Redis CPU per job).
    */
   private readonly frequentJobs = new Set<string>();
+  /** The BullMQ priority of each job that fires once a minute or less often (priorityForPeriod), set as it is scheduled. */
+  private readonly jobPriorities = new Map<string, number>();
   private readonly reads: StandbyReads;
   /** Per cron and time zone: its next fire after `from`, which holds until that fire. */
   private readonly nextFires = new Map<string, { from: number; next: number }>();
@@ -171,7 +173,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       prepare: (job, state) => this.takeover.prepareJob(job, state),
       schedule: (job, config, after) => this.scheduleJob(job, config, after),
       unschedule: (job) => {
-        this.frequentJobs.delete(job);
+        this.notePeriod(job, undefined);
         this.timer?.unschedule(job);
       },
       instanceLost: ({ instanceId, info }) => moves.schedule(instanceId, info.queue, 'lost'),
@@ -356,6 +358,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.triggers.end();
     this.schedules.clear();
     this.frequentJobs.clear();
+    this.jobPriorities.clear();
     this.nextFires.clear();
     this.reads.clear();
     await this.registry.clear();
@@ -378,48 +381,36 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     return next;
   }
 
-  /** Whether a job with `config` fires more often than once a minute (PRIORITIZED_FROM_PERIOD_MS; unknown: no). */
-  private firesMoreThanOnceAMinute(config: JobConfig | undefined): boolean {
-    if (!config?.cron) return false;
-    try {
-      const period = this.schedules.periodMs(config.cron, config.timeZone, this.clock.now());
-      return period !== undefined && period < PRIORITIZED_FROM_PERIOD_MS;
-    } catch {
-      return false;
-    }
+  /** Whether a job with `config` fires at least every REFRESH_RARER_THAN_MS (no: without a cron, or one that does not parse). */
+  private firesOften(config: JobConfig | undefined): boolean {
+    const period = this.schedules.jobPeriodMs(config, this.clock.now());
+    return period !== undefined && period <= REFRESH_RARER_THAN_MS;
   }
 
-  /** Whether a job with `config` fires at least every REFRESH_RARER_THAN_MS (unknown: yes). */
-  private firesOften(config: JobConfig | undefined): boolean {
-    if (!config?.cron) return false;
-    try {
-      const period = this.schedules.periodMs(config.cron, config.timeZone, this.clock.now());
-      return period !== undefined && period <= REFRESH_RARER_THAN_MS;
-    } catch {
-      return true;
-    }
+  /** Records whether `job` (with `config`; undefined: removed) fires more often than once a minute, and its requests' priority. */
+  private notePeriod(job: string, config: JobConfig | undefined): void {
+    const period = this.schedules.jobPeriodMs(config, this.clock.now());
+    if (period !== undefined && period < PRIORITIZED_FROM_PERIOD_MS) this.frequentJobs.add(job);
+    else this.frequentJobs.delete(job);
+    const priority = priorityForPeriod(period);
+    if (priority === undefined) this.jobPriorities.delete(job);
+    else this.jobPriorities.set(job, priority);
   }
 
   /**
    * A request's BullMQ priority: rate-monotonic by its job's period (priorityForPeriod), so that at
    * a whole minute the every-second jobs' requests pass the every-minute ones queued ahead of them
    * (docs/design-notes.md, "Frequent jobs while many fire at once"). An operator's trigger has none.
+   * Read on the enqueue path: two lookups, worked out when the job was scheduled.
    */
   private requestPriority(request: ExecutionRequest): number | undefined {
     if (request.source === 'TRIGGER' || this.frequentJobs.size === 0) return undefined;
-    const config = this.registry?.jobs.get(request.job)?.view.config;
-    if (!config?.cron) return undefined;
-    try {
-      return priorityForPeriod(this.schedules.periodMs(config.cron, config.timeZone, request.fireTime));
-    } catch {
-      return undefined;
-    }
+    return this.jobPriorities.get(request.job);
   }
 
   /** (Re)arms a job's timer entry; `after` = the last fire already handled (a ledger's), else now. */
   private scheduleJob(job: string, config: JobConfig | undefined, after: number | undefined): void {
-    if (this.firesMoreThanOnceAMinute(config)) this.frequentJobs.add(job);
-    else this.frequentJobs.delete(job);
+    this.notePeriod(job, config);
     const timer = this.timer;
     if (!timer || !config) return;
     if (!config.cron) {

@@ -18,6 +18,7 @@ import { startConsole, type ConsoleServer } from './console-server';
 import { HttpCodes, HttpError } from './http-errors';
 import { ExecutionHistory } from './execution-history';
 import { ShardcronMetrics, type LeaderEventSource, type WorkerEventSource } from './metrics';
+import { closeStep } from '../shared/close-step';
 import { queueDepths } from './queue-depths';
 import type { Readiness } from './routes-cluster';
 import { z } from 'zod';
@@ -158,11 +159,7 @@ export class ConsoleRole {
         ['leader watch', () => this.leaderNode.close()],
         ['redis', async () => this.redis.disconnect()],
       ];
-      for (const [step, run] of steps) {
-        // Logged before it starts: a close that does not end says what it waits for.
-        this.log.debug({ step }, 'closing');
-        await run().catch((err: unknown) => this.log.warn({ err, step }, 'console cleanup failed'));
-      }
+      for (const [step, run] of steps) await closeStep(`console ${step}`, run, this.log);
     })());
   }
 }

@@ -105,7 +105,7 @@ async function main(): Promise<void> {
     // of a 1.5 s item, still running 6 s after the last fault). Up to a minute, then what is still
     // not run counts as lost.
     await sleep(SESSION_MS + 4_000);
-    for (let waited = 0; waited < 60_000 && unfinishedItems(cluster, jobs, from, to) > 0; waited += 1_000) await sleep(1_000);
+    for (let waited = 0; waited < 60_000 && unfinished(cluster, jobs, from, to).items.some((x) => x.outcome === 'incomplete'); waited += 1_000) await sleep(1_000);
     report(cluster, jobs, from, to, faults);
   } finally {
     await cluster.close();
@@ -113,21 +113,35 @@ async function main(): Promise<void> {
   }
 }
 
-/** Items of the fires in [from, to] not completed yet, nor skipped as completed or folded into a misfire run. */
-function unfinishedItems(cluster: ProcessCluster, jobs: JobSpec[], from: number, to: number): number {
+/** How an item of a fire in [from, to] ended, unless it completed. */
+interface ItemOutcome {
+  job: string;
+  fireTime: number;
+  item: number;
+  /** `recorded`: skipped later as already completed (its run's answer was lost with its session); `folded`: into a misfire run; `incomplete`: neither. */
+  outcome: 'recorded' | 'folded' | 'incomplete';
+  history: ReturnType<ProcessCluster['execs']>;
+}
+
+/** Every item of the fires started in [from, to] that has no completion of its own, and how many fires those are. */
+function unfinished(cluster: ProcessCluster, jobs: JobSpec[], from: number, to: number): { items: ItemOutcome[]; firesChecked: number } {
   const completed = new Set(cluster.execs().filter((l) => l.event === 'finish' && l.status === 'completed').map((c) => `${c.job}|${c.fireTime}|${c.item}`));
-  let unfinished = 0;
+  const items: ItemOutcome[] = [];
+  let firesChecked = 0;
   for (const job of jobs) {
-    const fireTimes = new Set(cluster.starts(job.name).map((s) => s.fireTime).filter((f) => f >= from && f <= to));
-    for (const f of fireTimes) {
+    const fireTimes = [...new Set(cluster.starts(job.name).map((s) => s.fireTime))].filter((f) => f >= from && f <= to);
+    for (const fireTime of fireTimes) {
+      firesChecked += 1;
       for (let item = 0; item < (job.shardingTotalCount ?? 1); item += 1) {
-        if (completed.has(`${job.name}|${f}|${item}`)) continue;
-        const history = cluster.execs(job.name).filter((l) => l.fireTime === f && l.item === item);
-        if (!history.some((l) => l.status === 'skipped' && (String(l.reason).includes('already completed') || String(l.reason).includes('misfire recorded')))) unfinished += 1;
+        if (completed.has(`${job.name}|${fireTime}|${item}`)) continue;
+        const history = cluster.execs(job.name).filter((l) => l.fireTime === fireTime && l.item === item);
+        const skipped = (why: string) => history.some((l) => l.status === 'skipped' && String(l.reason).includes(why));
+        const outcome = skipped('already completed') ? 'recorded' : skipped('misfire recorded') ? 'folded' : 'incomplete';
+        items.push({ job: job.name, fireTime, item, outcome, history });
       }
     }
   }
-  return unfinished;
+  return { items, firesChecked };
 }
 
 function report(cluster: ProcessCluster, jobs: JobSpec[], from: number, to: number, faults: Record<string, number>): void {
@@ -155,31 +169,17 @@ function report(cluster: ProcessCluster, jobs: JobSpec[], from: number, to: numb
   // An item of a dispatched fire that never completed under its own fire time is either coalesced
   // (a request found the item running and recorded a misfire: misfire semantics run such fires once,
   // under the latest) or lost.
-  let incomplete = 0;
-  let coalescedItems = 0;
   // A run whose release answer was lost with its session reports `aborted` (it cannot know); when
   // the completion was in fact recorded, a later request for that fire is skipped as completed.
-  let recordedUnreported = 0;
-  let firesChecked = 0;
-  for (const job of jobs) {
-    const fireTimes = [...new Set(cluster.starts(job.name).map((s) => s.fireTime))].filter((f) => f >= from && f <= to);
-    for (const f of fireTimes) {
-      firesChecked += 1;
-      for (let item = 0; item < (job.shardingTotalCount ?? 1); item += 1) {
-        if (counts.has(`${job.name}|${f}|${item}`)) continue;
-        const history = cluster.execs(job.name).filter((l) => l.fireTime === f && l.item === item);
-        if (history.some((l) => l.status === 'skipped' && String(l.reason).includes('already completed'))) {
-          recordedUnreported += 1;
-          continue;
-        }
-        const folded = history.some((l) => l.status === 'skipped' && String(l.reason).includes('misfire recorded'));
-        if (folded) coalescedItems += 1;
-        else incomplete += 1;
-        if (process.env.SOAK_VERBOSE) {
-          const moves = cluster.lines.filter((l) => (l.kind === 'failover' || l.kind === 'missed') && l.job === job.name && l.fireTime === f && l.item === item);
-          process.stdout.write(`incomplete ${job.name}|${f}|${item}: ${JSON.stringify([...history.map((h) => [h.instanceId, h.event, h.source, h.status, h.reason, h.at - f]), ...moves.map((m) => [m.kind, m.from, m.to])])}\n`);
-        }
-      }
+  const { items, firesChecked } = unfinished(cluster, jobs, from, to);
+  const count = (outcome: ItemOutcome['outcome']) => items.filter((x) => x.outcome === outcome).length;
+  const recordedUnreported = count('recorded');
+  const coalescedItems = count('folded');
+  const incomplete = count('incomplete');
+  if (process.env.SOAK_VERBOSE) {
+    for (const { job, fireTime: f, item, history } of items.filter((x) => x.outcome !== 'recorded')) {
+      const moves = cluster.lines.filter((l) => (l.kind === 'failover' || l.kind === 'missed') && l.job === job && l.fireTime === f && l.item === item);
+      process.stdout.write(`incomplete ${job}|${f}|${item}: ${JSON.stringify([...history.map((h) => [h.instanceId, h.event, h.source, h.status, h.reason, h.at - f]), ...moves.map((m) => [m.kind, m.from, m.to])])}\n`);
     }
   }
   const summary = {

@@ -40,6 +40,20 @@ export class ScheduleCache {
     return period;
   }
 
+  /**
+   * {@link periodMs} of a job's schedule, for ordering and priorities: undefined also without a
+   * cron and for an expression that does not parse (the job registry reports those; such a job
+   * never fires).
+   */
+  jobPeriodMs(schedule: { cron?: string | undefined; timeZone?: string | undefined } | undefined, fromMs: number): number | undefined {
+    if (!schedule?.cron) return undefined;
+    try {
+      return this.periodMs(schedule.cron, schedule.timeZone, fromMs);
+    } catch {
+      return undefined;
+    }
+  }
+
   clear(): void {
     this.parsed.clear();
     this.periods.clear();
