@@ -1,5 +1,4 @@
-import type { InstanceState } from '../shared/registry/instance-info';
-import type { LiveInstanceEntry } from './job-status';
+import type { InstanceInfo, InstanceState } from '../shared/registry/instance-info';
 
 /** `GET /api/instances` entry: one live worker instance and the jobs it is registered for. */
 export interface InstanceSummary {
@@ -14,34 +13,22 @@ export interface InstanceSummary {
 }
 
 /**
- * Aggregates the instance nodes of every job into one entry per instance, sorted by instance id.
- * A worker writes the same data under each of its jobs; while it switches state (or re-registers)
- * the nodes may briefly differ: the newest registration (`startedAt`) wins, and `draining` wins
- * over `ready` since a worker only drains on its way out.
+ * One entry per live instance of the directory, sorted by instance id, each with the jobs of its
+ * list that `known` accepts (the jobs the read model follows), sorted.
  */
-export function summarizeInstances(jobs: ReadonlyArray<{ name: string; instances: readonly LiveInstanceEntry[] }>): InstanceSummary[] {
-  const byId = new Map<string, InstanceSummary & { startedAt: number }>();
-  for (const job of jobs) {
-    for (const { instanceId, info } of job.instances) {
-      const known = byId.get(instanceId);
-      if (!known || info.startedAt > known.startedAt) {
-        byId.set(instanceId, {
-          instanceId,
-          ip: info.ip,
-          hostname: info.hostname,
-          pid: info.pid,
-          state: info.state,
-          queue: info.queue,
-          jobs: [...(known?.jobs ?? []), job.name],
-          startedAt: info.startedAt,
-        });
-      } else {
-        known.jobs.push(job.name);
-        if (info.state === 'draining' && info.startedAt === known.startedAt) known.state = 'draining';
-      }
-    }
-  }
-  return [...byId.values()]
+export function summarizeInstances(
+  instances: ReadonlyArray<{ instanceId: string; info: InstanceInfo; jobs: Iterable<string> }>,
+  known: (job: string) => boolean = () => true,
+): InstanceSummary[] {
+  return [...instances]
     .sort((a, b) => (a.instanceId < b.instanceId ? -1 : a.instanceId > b.instanceId ? 1 : 0))
-    .map(({ startedAt: _startedAt, jobs, ...rest }) => ({ ...rest, jobs: [...new Set(jobs)].sort() }));
+    .map(({ instanceId, info, jobs }) => ({
+      instanceId,
+      ip: info.ip,
+      hostname: info.hostname,
+      pid: info.pid,
+      state: info.state,
+      queue: info.queue,
+      jobs: [...jobs].filter(known).sort(),
+    }));
 }

@@ -34,6 +34,6 @@ export async function createDataJob(zk: ZkClient, body: unknown, subject: string
     }
     throw err;
   }
-  await Promise.all([zk.ensurePath(registryPaths.jobServers(name)), zk.ensurePath(registryPaths.jobInstances(name))]);
+  await zk.ensurePath(registryPaths.jobServers(name));
   return config;
 }

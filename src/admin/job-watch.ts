@@ -2,7 +2,7 @@ import { jobConfigCodec, type JobConfig } from '../shared/config/job-config';
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 import type { Logger } from '../shared/logger';
 import { fireLedgerCodec, type FireLedger } from '../shared/registry/fire-ledger';
-import { decodeInstanceInfo, type InstanceInfo } from '../shared/registry/instance-info';
+import type { InstanceDirectory } from '../shared/registry/instance-directory';
 import { registryPaths } from '../shared/registry/registry-paths';
 import { decodeRunningNode } from '../shared/registry/running-node';
 import { ChildrenCache, NodeCache, type ChildEntry, type ZkClient } from '../shared/zk';
@@ -11,7 +11,6 @@ import type { ItemSnapshot, JobSnapshot, LiveInstanceEntry } from './job-status'
 
 const decodeConfig = (data: Buffer, path: string): JobConfig => jobConfigCodec.decode(data, path);
 const decodeLedger = (data: Buffer, path: string): FireLedger => fireLedgerCodec.decode(data, path);
-const decodeInstance = (data: Buffer, _name: string, path: string): InstanceInfo => decodeInstanceInfo(data, path);
 const decodeFlag = (): true => true;
 const decodeText = (data: Buffer): string => data.toString('utf8');
 const decodeServer = (data: Buffer, _name: string, path: string): string => {
@@ -50,12 +49,12 @@ function childListeners<T>(problems: DataProblems, parent: string) {
 
 /**
  * The admin's watch-backed picture of one job, the read model's unit (see ReadModel for costs):
- * config, live instances, servers, the sharding flag and the ledger at once; the nodes of each item
+ * config, servers, the sharding flag and the ledger at once (live instances come from the shared
+ * directory); the nodes of each item
  * only from the first {@link items} call on, until {@link releaseItems}. Answers come from memory.
  */
 export class JobWatch {
   private readonly configCache: NodeCache<JobConfig>;
-  private readonly instancesCache: ChildrenCache<InstanceInfo>;
   private readonly serversCache: ChildrenCache<string>;
   private readonly necessaryCache: NodeCache<true>;
   private readonly ledgerCache: NodeCache<FireLedger>;
@@ -75,6 +74,8 @@ export class JobWatch {
     readonly name: string,
     private readonly problems: DataProblems,
     private readonly log: Logger,
+    /** The namespace's live instances, which the read model shares between its jobs. */
+    private readonly directory: InstanceDirectory,
   ) {
     const configPath = registryPaths.jobConfig(name);
     this.configCache = new NodeCache(zk, {
@@ -83,8 +84,6 @@ export class JobWatch {
       logger: log,
       listeners: nodeListeners<JobConfig>(problems, configPath, (value) => this.acceptConfig(value)),
     });
-    const instancesPath = registryPaths.jobInstances(name);
-    this.instancesCache = new ChildrenCache(zk, { path: instancesPath, decode: decodeInstance, logger: log, listeners: childListeners(problems, instancesPath) });
     const serversPath = registryPaths.jobServers(name);
     this.serversCache = new ChildrenCache(zk, { path: serversPath, decode: decodeServer, logger: log, listeners: childListeners(problems, serversPath) });
     this.necessaryCache = new NodeCache(zk, { path: registryPaths.leaderShardingNecessary(name), decode: decodeFlag, logger: log });
@@ -96,7 +95,6 @@ export class JobWatch {
   start(): Promise<void> {
     return (this.startPromise ??= Promise.all([
       this.configCache.start(),
-      this.instancesCache.start(),
       this.serversCache.start(),
       this.necessaryCache.start(),
       this.ledgerCache.start(),
@@ -125,11 +123,9 @@ export class JobWatch {
     };
   }
 
-  /** Live instances with readable data (an undecodable instance node is reported, not listed). */
+  /** The live instances that run the job (an instance whose entry never read is not listed; it is reported). */
   instances(): LiveInstanceEntry[] {
-    const out: LiveInstanceEntry[] = [];
-    for (const entry of this.instancesCache.values()) if (entry.data) out.push({ instanceId: entry.name, info: entry.data });
-    return out;
+    return this.directory.instancesOf(this.name);
   }
 
   /**
@@ -178,7 +174,7 @@ export class JobWatch {
     const items = this.itemCaches ?? [];
     this.itemCaches = undefined;
     await Promise.allSettled(
-      [this.configCache, this.instancesCache, this.serversCache, this.necessaryCache, this.ledgerCache, ...items].map((cache) => cache.close()),
+      [this.configCache, this.serversCache, this.necessaryCache, this.ledgerCache, ...items].map((cache) => cache.close()),
     );
     this.problems.clearUnder(registryPaths.job(this.name));
   }

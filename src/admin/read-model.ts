@@ -1,6 +1,7 @@
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 import { silentLogger, type Logger } from '../shared/logger';
 import { assertJobName, isValidJobName, registryPaths } from '../shared/registry/registry-paths';
+import { InstanceDirectory } from '../shared/registry/instance-directory';
 import { ChildrenCache, type ZkClient } from '../shared/zk';
 import { jobNotFound } from './admin-errors';
 import { DataProblems, type DataProblem } from './data-problems';
@@ -61,6 +62,8 @@ export class ReadModel {
   private readonly dataProblems = new DataProblems();
   private readonly watches = new Map<string, JobWatch>();
   private readonly root: ChildrenCache;
+  /** Live instances and their jobs, for every job's watch. */
+  private readonly directory: InstanceDirectory;
   private starting: Promise<this> | undefined;
   private closing: Promise<void> | undefined;
   private sweeper: NodeJS.Timeout | undefined;
@@ -76,6 +79,13 @@ export class ReadModel {
       path: '/',
       logger: this.log,
       listeners: { added: ({ name }) => this.addJob(name), removed: ({ name }) => void this.dropJob(name) },
+    });
+    this.directory = new InstanceDirectory(this.zk, {
+      log: this.log,
+      listener: {
+        invalid: (path, error) => this.dataProblems.report(path, error),
+        valid: (path) => this.dataProblems.clear(path),
+      },
     });
   }
 
@@ -139,7 +149,16 @@ export class ReadModel {
   /** Every live instance, with the jobs it is registered for (`GET /api/instances`). */
   async listInstances(): Promise<InstanceSummary[]> {
     await this.start();
-    return summarizeInstances(this.sortedWatches().map((watch) => ({ name: watch.name, instances: watch.instances() })));
+    return summarizeInstances(
+      this.directory.instances().map(({ live, jobs }) => ({ ...live, jobs })),
+      (job) => this.watches.has(job),
+    );
+  }
+
+  /** The queues of every live instance, sorted by instance id. */
+  async liveQueues(): Promise<string[]> {
+    await this.start();
+    return this.directory.instances().map(({ live }) => live.info.queue);
   }
 
   /** Nodes whose data could not be read, each with its path and what is wrong. */
@@ -157,7 +176,7 @@ export class ReadModel {
 
   private async doStart(): Promise<this> {
     if (this.closing) throw new ShardcronError(ErrorCodes.CLOSED, 'The read model is closed');
-    await this.root.start();
+    await Promise.all([this.root.start(), this.directory.start()]);
     // Jobs the root listed are being loaded (addJob); wait for all of them.
     await Promise.all([...this.watches.values()].map((watch) => watch.start()));
     if (this.itemIdleMs > 0) {
@@ -174,7 +193,7 @@ export class ReadModel {
   private addJob(name: string): void {
     // `.cluster` and anything else that cannot be a job are not jobs.
     if (this.closing || !isValidJobName(name) || this.watches.has(name) || (this.only && !this.only.has(name))) return;
-    const watch = new JobWatch(this.zk, name, this.dataProblems, this.log);
+    const watch = new JobWatch(this.zk, name, this.dataProblems, this.log, this.directory);
     this.watches.set(name, watch);
     watch.start().catch((err: unknown) => this.log.warn({ err, job: name }, 'could not load job'));
   }
@@ -192,7 +211,7 @@ export class ReadModel {
 
   private async doClose(): Promise<void> {
     if (this.sweeper) clearInterval(this.sweeper);
-    await this.root.close();
+    await Promise.allSettled([this.root.close(), this.directory.close()]);
     const watches = [...this.watches.values()];
     this.watches.clear();
     await Promise.allSettled(watches.map((watch) => watch.close()));

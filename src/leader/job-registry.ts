@@ -12,6 +12,7 @@ import { forEachLimited } from '../shared/concurrency';
 import type { JobConfig } from '../shared/config/job-config';
 import type { Logger } from '../shared/logger';
 import { ErrorCodes, hasCode } from '../shared/errors';
+import { InstanceDirectory, type InstanceDirectoryListener } from '../shared/registry/instance-directory';
 import { isValidJobName, registryPaths } from '../shared/registry/registry-paths';
 import { ChildrenCache, type ZkClient } from '../shared/zk';
 import type { FireDispatcher, JobState } from './fire-dispatcher';
@@ -62,6 +63,8 @@ export class JobRegistry {
    */
   private readonly loading = new Map<string, Promise<void>>();
   private jobsCache: ChildrenCache | undefined;
+  /** The namespace's live instances and the jobs each runs, loaded before the views. */
+  private instanceDirectory: InstanceDirectory | undefined;
   private generation = 0;
   /** The load of every view (by {@link watch} or {@link load}), until {@link clear}. */
   private views: Promise<void> | undefined;
@@ -77,9 +80,24 @@ export class JobRegistry {
     () => this.layOutItems(),
     (err: unknown) => this.deps.log.warn({ err }, 'could not lay out the items of new jobs; their first fire creates them'),
   );
+  /**
+   * The directory's changes: each job concerned reshards; a lost instance's queue, and a draining
+   * one's waiting requests, move once for all its jobs.
+   */
+  private readonly directoryListener: InstanceDirectoryListener = {
+    joined: (_instance, jobs) => this.instancesChanged(jobs, 'instance joined'),
+    // Alive, so its queue stays: the requests it holds of those jobs are its own to end.
+    dropped: (_instance, jobs) => this.instancesChanged(jobs, 'instance left'),
+    left: (instance, jobs) => {
+      this.instancesChanged(jobs, 'instance left');
+      this.deps.instanceLost(instance);
+    },
+    changed: (instance, previous, jobs) => {
+      this.instancesChanged(jobs, 'instance changed');
+      if (instance.info.state === 'draining' && (previous.state !== 'draining' || previous.queue !== instance.info.queue)) this.deps.instanceDraining(instance);
+    },
+  };
   // Every job view's handlers (one set for all views): no closure or bound function per job.
-  private readonly onInstanceLost = (instance: LiveInstance): void => this.deps.instanceLost(instance);
-  private readonly onInstanceDraining = (instance: LiveInstance): void => this.deps.instanceDraining(instance);
   private readonly onViewConfig: JobViewListener<'config:changed'> = ({ config, previous }, view) => this.onConfig(view.job, config, previous);
   private readonly onViewInvalid: JobViewListener<'config:invalid'> = ({ error }, view) => this.deps.invalidConfig(view.job, error);
   private readonly onViewTrigger: JobViewListener<'trigger:requested'> = ({ requestId }, view) => this.deps.triggerRequested(view.job, requestId);
@@ -161,7 +179,21 @@ export class JobRegistry {
     return this.views !== undefined;
   }
 
+  /** The namespace's live instances (while the views are loaded). */
+  get directory(): InstanceDirectory | undefined {
+    return this.instanceDirectory;
+  }
+
+  private instancesChanged(jobs: readonly string[], reason: string): void {
+    for (const job of jobs) this.jobs.get(job)?.view.handleInstances(reason);
+  }
+
   private async loadViews(generation: number): Promise<void> {
+    // The instances first: a view reads its job's from the directory as soon as it loads.
+    const directory = new InstanceDirectory(this.deps.zk, { log: this.deps.log, listener: this.directoryListener });
+    this.instanceDirectory = directory;
+    await directory.start();
+    if (generation !== this.generation) return;
     const jobsCache = new ChildrenCache(this.deps.zk, { path: '/', logger: this.deps.log });
     this.jobsCache = jobsCache;
     jobsCache.on('removed', ({ name }) => void this.remove(name));
@@ -184,11 +216,13 @@ export class JobRegistry {
     this.loaded = new WeakSet();
     const cache = this.jobsCache;
     this.jobsCache = undefined;
+    const directory = this.instanceDirectory;
+    this.instanceDirectory = undefined;
     const states = [...this.jobs.values()];
     this.jobs.clear();
     this.loading.clear();
     this.unlaid.clear();
-    await Promise.allSettled([cache?.close(), ...states.map((s) => s.view.close())]);
+    await Promise.allSettled([cache?.close(), directory?.close(), ...states.map((s) => s.view.close())]);
   }
 
   /**
@@ -256,13 +290,13 @@ export class JobRegistry {
 
   private async loadJob(name: string, generation: number): Promise<void> {
     // The view names its job in what it logs; a child logger per job would cost memory at 10,000 jobs.
-    const view = new JobView(this.deps.zk, name, this.deps.log);
+    const directory = this.instanceDirectory;
+    if (!directory) return;
+    const view = new JobView(this.deps.zk, name, this.deps.log, directory);
     const state: JobState = { view, assignment: undefined, needsReshard: true, ledgerReady: false };
     this.jobs.set(name, state);
     view.on('config:changed', this.onViewConfig);
     view.on('config:invalid', this.onViewInvalid);
-    view.on('instance:removed', this.onInstanceLost);
-    view.on('instance:draining', this.onInstanceDraining);
     view.on('reshard:needed', this.onViewReshard);
     view.on('trigger:requested', this.onViewTrigger);
     await view.start();

@@ -1,16 +1,13 @@
 import { type JobConfig, jobConfigCodec } from '../shared/config/job-config';
 import { targetsFor } from '../shared/sharding/assignment';
-import { decodeInstanceInfo, type InstanceInfo } from '../shared/registry/instance-info';
+import type { InstanceInfo } from '../shared/registry/instance-info';
+import type { InstanceDirectory, LiveInstance } from '../shared/registry/instance-directory';
 import { SharedValues } from '../shared/intern';
 import type { Logger } from '../shared/logger';
 import { registryPaths } from '../shared/registry/registry-paths';
 import { ChildrenCache, NodeCache, type ChildrenCacheEvents, type NodeCacheEvents, type ZkClient } from '../shared/zk';
 
-/** A live instance that can receive items of this job. */
-export interface LiveInstance {
-  instanceId: string;
-  info: InstanceInfo;
-}
+export type { LiveInstance };
 
 export interface JobViewEvents {
   [event: string]: object;
@@ -20,10 +17,6 @@ export interface JobViewEvents {
   'config:invalid': { error: unknown };
   /** Something that changes the assignment happened (instances, servers, total, flag). */
   'reshard:needed': { reason: string };
-  /** An instance node vanished (session gone or clean shutdown). */
-  'instance:removed': LiveInstance;
-  /** An instance switched to `draining`: its waiting requests must move. */
-  'instance:draining': LiveInstance;
   /** A manual trigger request node appeared (also for those there when the view started). */
   'trigger:requested': { requestId: string };
 }
@@ -31,7 +24,6 @@ export interface JobViewEvents {
 
 // Decoders shared by every view (the caches pass the path), so no job holds closures of its own.
 const decodeConfig = (data: Buffer, path: string): JobConfig => jobConfigCodec.decode(data, path);
-const decodeInstance = (data: Buffer, _name: string, path: string): InstanceInfo => decodeInstanceInfo(data, path);
 const decodeServer = (data: Buffer): string => {
   const status = data.toString('utf8').trim();
   // The two usual values as constants: one string per server node of every job adds up.
@@ -74,20 +66,20 @@ const sharedLists = new SharedValues<readonly LiveInstance[]>(1024);
 /**
  * One frozen array per distinct list of eligible instances: 10,000 jobs run on the same few
  * instances, and a list of its own per job (with an object per instance) costs 150 bytes. Instance
- * infos are shared objects ({@link decodeInstanceInfo}), so equal lists hold the same infos.
+ * objects are the directory's, one per instance, so equal lists hold the same objects.
  */
 function sharedEligible(instances: readonly LiveInstance[]): readonly LiveInstance[] {
   let key = '';
   for (const { instanceId } of instances) key += `${instanceId}\u0000`;
   const known = sharedLists.get(key);
   if (known && known.every((entry, i) => entry.info === instances[i].info)) return known;
-  return sharedLists.keep(key, Object.freeze(instances.map(({ instanceId, info }) => Object.freeze({ instanceId, info }))));
+  return sharedLists.keep(key, Object.freeze([...instances]));
 }
 
 type ChildEvent<T> = ChildrenCacheEvents<T>['added'];
 
 /**
- * The listener of a view's five caches: one small object per view whose methods live on the
+ * The listener of a view's four caches: one small object per view whose methods live on the
  * prototype and tell the caches apart by identity (closures would cost a function per job and
  * event, and an object per cache 32 bytes each: 128 bytes per job more).
  */
@@ -100,8 +92,7 @@ class ViewCacheListener {
     if (cache === view.configCache) {
       const { value } = payload as NodeCacheEvents<JobConfig>['changed'];
       if (value) view.handleConfig(value);
-    } else if (cache === view.instancesCache) view.handleInstanceChanged(payload as ChildEvent<InstanceInfo>);
-    else if (cache === view.serversCache) view.handleReshard('server enabled/disabled');
+    } else if (cache === view.serversCache) view.handleReshard('server enabled/disabled');
     else if (cache === view.necessaryCache) view.handleReshard('sharding flag set');
   }
 
@@ -111,22 +102,20 @@ class ViewCacheListener {
 
   added(entry: ChildEvent<unknown>, cache: object): void {
     const view = this.view;
-    if (cache === view.instancesCache) view.handleReshard('instance joined');
-    else if (cache === view.serversCache) view.handleReshard('server added');
+    if (cache === view.serversCache) view.handleReshard('server added');
     else if (cache === view.triggersCache) view.handleTrigger(entry.name);
   }
 
-  removed(entry: ChildEvent<unknown>, cache: object): void {
-    const view = this.view;
-    if (cache === view.instancesCache) view.handleInstanceRemoved(entry as ChildEvent<InstanceInfo>);
-    else if (cache === view.serversCache) view.handleReshard('server removed');
+  removed(_entry: ChildEvent<unknown>, cache: object): void {
+    if (cache === this.view.serversCache) this.view.handleReshard('server removed');
   }
 }
 
 /**
- * The leader's always-current picture of one job's subtree: config, live instances, server
- * switches and per-item flags, each a watch-backed cache. Reading it costs no ZooKeeper round
- * trip, which keeps the fire path free of reads.
+ * The leader's always-current picture of one job's subtree: config, server switches and per-item
+ * flags, each a watch-backed cache, and the job's live instances from the namespace's
+ * {@link InstanceDirectory}. Reading it costs no ZooKeeper round trip, which keeps the fire path
+ * free of reads.
  *
  * A leader keeps one view per job, 10,000 of them or more, so a view is kept small: its caches get
  * their listeners at construction (no emitters, no closures), decoded instance nodes are shared
@@ -143,8 +132,6 @@ export class JobView {
   // The caches are read by their listener (ViewCacheListener) too, hence not private.
   /** @internal */
   readonly configCache: NodeCache<JobConfig>;
-  /** @internal */
-  readonly instancesCache: ChildrenCache<InstanceInfo>;
   /** @internal */
   readonly serversCache: ChildrenCache<string>;
   /** @internal */
@@ -167,16 +154,10 @@ export class JobView {
     private readonly zk: ZkClient,
     readonly job: string,
     private readonly log: Logger,
+    private readonly directory: InstanceDirectory,
   ) {
     const listeners = new ViewCacheListener(this);
     this.configCache = new NodeCache(zk, { path: registryPaths.jobConfig(job), decode: decodeConfig, logger: log, listeners });
-    this.instancesCache = new ChildrenCache(zk, {
-      path: registryPaths.jobInstances(job),
-      decode: decodeInstance,
-      logger: log,
-      listeners,
-      internNames: true,
-    });
     this.serversCache = new ChildrenCache(zk, {
       path: registryPaths.jobServers(job),
       decode: decodeServer,
@@ -200,7 +181,7 @@ export class JobView {
   }
 
   async start(): Promise<this> {
-    await Promise.all([this.configCache.start(), this.instancesCache.start(), this.serversCache.start(), this.necessaryCache.start(), this.triggersCache.start()]);
+    await Promise.all([this.configCache.start(), this.serversCache.start(), this.necessaryCache.start(), this.triggersCache.start()]);
     const value = this.configCache.value;
     if (value && !this.lastValid) this.acceptConfig(value);
     await Promise.all(this.disabledCaches.map((cache) => cache.settled()));
@@ -224,9 +205,9 @@ export class JobView {
   eligibleInstances(): readonly LiveInstance[] {
     if (this.eligible) return this.eligible;
     const out: LiveInstance[] = [];
-    for (const entry of this.instancesCache.values()) {
-      const info = entry.data;
-      if (info?.state === 'ready' && this.serversCache.get(info.ip)?.data !== 'DISABLED') out.push({ instanceId: entry.name, info });
+    for (const instance of this.directory.instancesOf(this.job)) {
+      const info = instance.info;
+      if (info.state === 'ready' && this.serversCache.get(info.ip)?.data !== 'DISABLED') out.push(instance);
     }
     return (this.eligible = sharedEligible(out));
   }
@@ -251,17 +232,14 @@ export class JobView {
     return new Map([...owners].map(([item, id]) => [item, byId.get(id)!]));
   }
 
-  /** Every live instance with readable data, whatever its state. */
+  /** Every live instance of the job, whatever its state. */
   liveInstances(): LiveInstance[] {
-    const out: LiveInstance[] = [];
-    for (const entry of this.instancesCache.values()) {
-      if (entry.data) out.push({ instanceId: entry.name, info: entry.data });
-    }
-    return out;
+    return this.directory.instancesOf(this.job);
   }
 
+  /** `instanceId`'s info while it lives and runs this job. */
   instance(instanceId: string): InstanceInfo | undefined {
-    return this.instancesCache.get(instanceId)?.data;
+    return this.directory.instanceOf(this.job, instanceId);
   }
 
   /** True when `sharding/{item}/disabled` exists (false for items beyond the total). */
@@ -273,7 +251,6 @@ export class JobView {
     this.closed = true;
     await Promise.allSettled([
       this.configCache.close(),
-      this.instancesCache.close(),
       this.serversCache.close(),
       this.necessaryCache.close(),
       this.triggersCache.close(),
@@ -346,21 +323,14 @@ export class JobView {
     this.emit('reshard:needed', { reason });
   }
 
-  /** @internal From the instances cache. */
-  handleInstanceRemoved(entry: ChildEvent<InstanceInfo>): void {
-    this.handleReshard('instance left');
-    if (entry.data) this.emit('instance:removed', { instanceId: entry.name, info: entry.data });
+  /** @internal From the directory (through the registry): an instance of this job came, went or changed. */
+  handleInstances(reason: string): void {
+    if (!this.closed) this.handleReshard(reason);
   }
 
   /** @internal From the triggers cache. */
   handleTrigger(requestId: string): void {
     this.emit('trigger:requested', { requestId });
-  }
-
-  /** @internal From the instances cache. */
-  handleInstanceChanged(entry: ChildEvent<InstanceInfo>): void {
-    this.handleReshard('instance changed');
-    if (entry.data?.state === 'draining') this.emit('instance:draining', { instanceId: entry.name, info: entry.data });
   }
 
   private acceptConfig(config: JobConfig): void {

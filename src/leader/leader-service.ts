@@ -196,6 +196,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       chain: this.chain,
       moves,
       jobs: this.registry.jobs,
+      liveQueues: () => this.liveQueues(),
       deliveryLeadMs: () => this.lead.deliveryMs,
       layOut: (job, total) => this.registry.layOut(job, total),
       reads,
@@ -236,10 +237,17 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       queues: this.queues,
       chain: this.chain,
       isLeader,
-      liveQueues: () => new Set([...this.registry.jobs.values()].flatMap((state) => state.view.liveInstances().filter((i) => i.info.state === 'ready').map((i) => i.info.queue))),
+      liveQueues: () => this.liveQueues('ready') ?? new Set(),
       log,
       onReconciled: (result) => this.emit('redis:reconciled', result),
     });
+  }
+
+  /** Queues of the live instances (of those in `state` when given); undefined while not loaded. */
+  private liveQueues(state?: 'ready'): Set<string> | undefined {
+    const directory = this.registry.directory;
+    if (!directory) return undefined;
+    return new Set(directory.instances().filter((i) => state === undefined || i.live.info.state === state).map((i) => i.live.info.queue));
   }
 
   get isLeader(): boolean {

@@ -37,6 +37,8 @@ export interface TakeoverDeps {
   chain: TaskChain;
   moves: QueueMoves;
   jobs: ReadonlyMap<string, JobState>;
+  /** The queues of every live instance, or undefined while the instances are not loaded. */
+  liveQueues(): ReadonlySet<string> | undefined;
   /** How long before its nominal time a prepared fire is enqueued. */
   deliveryLeadMs(): number;
   /** Lays out a job's item nodes (one that never fired may have none). */
@@ -69,8 +71,9 @@ export class Takeover {
 
   /** Queues of instances that died while no leader watched are handled like any lost instance. */
   async sweepOrphanedQueues(): Promise<void> {
-    const live = new Set<string>();
-    for (const state of this.deps.jobs.values()) for (const i of state.view.liveInstances()) live.add(i.info.queue);
+    const live = this.deps.liveQueues();
+    // Without the instances loaded every queue would look orphaned.
+    if (!live) return;
     const orphans = await findOrphanedQueues(this.deps.redis, this.deps.queues.prefix, this.deps.zk.options.namespace, live);
     for (const { from, queue } of orphans) this.deps.moves.schedule(from, queue, 'lost');
   }

@@ -94,9 +94,9 @@ export class ConsoleRole {
     if (options.leader) this.metrics.watchLeader(options.leader);
     if (options.worker) this.metrics.watchWorker(options.worker);
     this.metrics.scrapeFrom({
-      liveInstances: async () => (await this.admin.listInstances()).length,
+      liveInstances: async () => (await this.admin.liveQueues()).length,
       queueDepths: async () => {
-        const queues = (await this.admin.listInstances()).map((i) => i.queue);
+        const queues = await this.admin.liveQueues();
         return (await within(queueDepths(this.redis, prefix, queues), REDIS_PROBE_MS)) ?? new Map();
       },
     });
@@ -131,7 +131,7 @@ export class ConsoleRole {
         const config = await this.admin.createJob(body, { requestedBy });
         return { name: config.name, config };
       },
-      bullBoard: { connection: this.redis, prefix: queuePrefix(options.namespace, options.redis), liveQueues: async () => (await this.admin.listInstances()).map((i) => i.queue) },
+      bullBoard: { connection: this.redis, prefix: queuePrefix(options.namespace, options.redis), liveQueues: () => this.admin.liveQueues() },
     });
     return this;
   }

@@ -1,7 +1,9 @@
 import * as os from 'node:os';
 import { forEachLimited } from '../shared/concurrency';
+import { CoalescingRunner } from '../shared/coalescing-runner';
 import { ErrorCodes, hasCode, ShardcronError } from '../shared/errors';
-import { instanceInfoCodec, type InstanceInfo, type InstanceState } from '../shared/registry/instance-info';
+import { instanceEntryCodec, type InstanceInfo, type InstanceState, type JobListRef } from '../shared/registry/instance-info';
+import { buildJobList, deleteJobList, writeJobList } from '../shared/registry/job-lists';
 import { jobConfigCodec, type JobConfig } from '../shared/config/job-config';
 import { ScheduleCache } from '../shared/cron/schedule-cache';
 import type { ResolvedJobDefinition } from '../shared/config/job-definition';
@@ -13,14 +15,10 @@ import { assertClockSkew, measureClockSkewMs } from './clock-check';
 
 /** Jobs whose nodes are written at once while registering: enough to fill the pipe, not to flood it. */
 const JOBS_REGISTERED_AT_ONCE = 256;
-/** Jobs whose instance nodes are created together, once their other nodes are written. */
-const JOBS_PER_GROUP = 1_000;
-
-/**
- * Instance nodes created per transaction: one multi of 100 creates instead of 100 requests (each a
- * transaction ZooKeeper logs). Small enough for ZooKeeper's 1 MB request limit with long job names.
- */
-const INSTANCE_NODES_PER_MULTI = 100;
+/** Server nodes made at once after the registration, beside the worker's first runs. */
+const SERVERS_AT_ONCE = 64;
+/** A failed update of the instance entry (a new list, a state) is tried again after this. */
+const UPDATE_RETRY_MS = 1_000;
 
 /** shardcron's version, written into instance nodes so a mixed fleet can be told apart. */
 export const SHARDCRON_VERSION: string = (require('../../package.json') as { version: string }).version;
@@ -35,10 +33,8 @@ export function detectIp(): string {
 
 /**
  * `entries` ordered by their job's next fire after `now`, soonest first; jobs without a cron (run by
- * triggers only) or with an expression that does not parse go last, in their order. A joining worker's
- * instance nodes reach the leader in this order, and its job views reload one slot at a time: of
- * 100,000 jobs, the every-second ones now get items from the new worker at their next fire instead of
- * after the hourly ones were all seen.
+ * triggers only) or with an expression that does not parse go last, in their order. A worker writes
+ * new jobs and watches its configs in this order, so the every-second jobs are ready first.
  */
 export function soonestFirst<T>(entries: readonly T[], config: (entry: T) => Pick<JobConfig, 'cron' | 'timeZone'>, now: number): T[] {
   const schedules = new ScheduleCache();
@@ -63,15 +59,26 @@ export interface Incarnation {
 }
 
 /**
- * Registers this worker for its jobs (DESIGN.md flow 1): writes each job's config if absent (or
- * if `overwrite`), ensures `servers/{ip}`, and creates the ephemeral `instances/{instanceId}` node
- * carrying the queue of this incarnation. Each ZooKeeper session is a new incarnation with a new
- * queue, so requests sent to a previous incarnation can never reach this one by mistake.
+ * Registers this worker for its jobs (DESIGN.md flow 1, with the instance layout of
+ * docs/design-notes.md, "One instance entry per worker"): writes the config of each job new to the
+ * namespace (or of one whose definition says `overwrite`), then one ephemeral entry,
+ * `/.cluster/instances/{instanceId}`, carrying the queue of this incarnation and the list of the
+ * jobs it runs. Each ZooKeeper session is a new incarnation with a new queue, so requests sent to a
+ * previous incarnation can never reach this one by mistake. Each job's `servers/{ip}` follows, made
+ * beside the first runs: a missing one reads as ENABLED.
  */
 export class InstanceRegistration {
   private state: InstanceState = 'ready';
   private current: Incarnation | undefined;
   private readonly previousSessions = new Set<string>();
+  /** The list and entry data written for the current incarnation. */
+  private published: { ref: JobListRef; data: string } | undefined;
+  /** Brings the entry in line with the jobs and the state (one run at a time, coalesced). */
+  private readonly updates: CoalescingRunner;
+  private retry: NodeJS.Timeout | undefined;
+  /** The server nodes (and configs a listing could not tell) made after the registration. */
+  private background: Promise<void> | undefined;
+  private stopped = false;
 
   /** The jobs registered for: those of the code, then those a generic worker follows (see {@link add}). */
   private readonly jobs = new Map<string, { definition: ResolvedJobDefinition; fromData: boolean }>();
@@ -85,13 +92,20 @@ export class InstanceRegistration {
       jobs: readonly ResolvedJobDefinition[];
       log: Logger;
       /**
-       * True when the job's config is stored, as the worker's watch of it read it: the registration
-       * then needs no read of its own to know. False also when not known.
+       * True when the job's config is stored, as the worker's watch of it read it: what tells a job
+       * node without a config (another tool's, or a removal under way) after the registration.
        */
       configStored?: (job: string) => Promise<boolean>;
     },
   ) {
     for (const definition of options.jobs) this.jobs.set(definition.name, { definition, fromData: false });
+    this.updates = new CoalescingRunner(
+      () => this.update(),
+      (err) => {
+        this.options.log.warn({ err }, 'could not update the instance entry; trying again');
+        this.retryUpdate();
+      },
+    );
   }
 
   private get definitions(): ResolvedJobDefinition[] {
@@ -108,80 +122,77 @@ export class InstanceRegistration {
   }
 
   /**
-   * Writes configs and servers, then the instance nodes; returns the new incarnation. The jobs that
-   * fire soonest go first (see soonestFirst), and their instance nodes are created as soon as their
-   * nodes are written, a group at a time, not after all the others': with 100,000 jobs, the leader
-   * can give the new instance items of its every-second jobs while the hourly ones still register.
+   * Writes the configs of jobs new to the namespace, then the job list and the instance entry;
+   * returns the new incarnation. One listing of the namespace tells which jobs are new: a worker
+   * joining a namespace of 100,000 jobs reads nothing per job before it is registered.
    */
   async register(): Promise<Incarnation> {
     const sessionId = this.zk.sessionId;
     if (this.current && this.current.sessionId !== sessionId) this.previousSessions.add(this.current.sessionId);
     const queue = instanceQueueName(this.options.namespace, this.options.instanceId, sessionId);
     await this.checkClock();
-    const info = this.info(queue);
+    const listed = new Set(await this.zk.children('/'));
     const jobs = soonestFirst([...this.jobs.values()], ({ definition }) => definition.config, Date.now());
-    const instanceNodes: Array<Promise<void>> = [];
-    let failure: { error: unknown } | undefined;
-    try {
-      for (let i = 0; i < jobs.length; i += JOBS_PER_GROUP) {
-        const group = jobs.slice(i, i + JOBS_PER_GROUP);
-        // Several jobs at a time: one after another, each job's few round trips made a worker of
-        // 10,000 jobs take minutes to register (issue 23); ZooKeeper pipelines a session's requests.
-        await forEachLimited(group, JOBS_REGISTERED_AT_ONCE, ({ definition, fromData }) => this.writeJob(definition, fromData));
-        instanceNodes.push(this.createInstanceNodes(group.map(({ definition }) => definition.name), info));
-      }
-    } catch (error) {
-      failure = { error };
-    }
-    // Every group's creates end (or fail) before the registration does; the first failure is told.
-    for (const result of await Promise.allSettled(instanceNodes)) if (result.status === 'rejected') failure ??= { error: result.reason };
-    if (failure) throw failure.error;
+    // Several jobs at a time: one after another, each job's few round trips made a worker of
+    // 10,000 jobs take minutes to register (issue 23); ZooKeeper pipelines a session's requests.
+    await forEachLimited(jobs, JOBS_REGISTERED_AT_ONCE, ({ definition, fromData }) => (fromData ? Promise.resolve() : this.writeConfig(definition, listed.has(definition.name))));
+    const { ref, parts } = buildJobList([...this.jobs.keys()], sessionId);
+    await writeJobList(this.zk, ref, parts);
+    const data = instanceEntryCodec.encode({ ...this.info(queue), jobs: ref });
+    await this.createEntry(data);
+    const before = this.published;
+    this.published = { ref, data: data.toString('utf8') };
     this.current = { sessionId, queue };
-    this.options.log.info({ queue, jobs: [...this.jobs.keys()] }, 'instance registered');
+    if (before && before.ref.list !== ref.list) void deleteJobList(this.zk, before.ref);
+    this.options.log.info({ queue, jobs: this.jobs.size, list: ref.list }, 'instance registered');
+    this.background = this.makeServers(jobs.map(({ definition, fromData }) => ({ definition, fromData, listed: listed.has(definition.name) })));
+    // Changes made while registering (a job added or removed, a state) go in now.
+    void this.updates.request();
     return this.current;
+  }
+
+  /** Resolves once the server nodes the last registration makes are written (or failed, logged). */
+  async settled(): Promise<void> {
+    await this.background;
+    await this.updates.settled();
   }
 
   /**
    * Registers for one more job, defined by its stored config (a generic worker's SCRIPT or HTTP
-   * job): its server and instance nodes, never its config, which belongs to whoever stored it (a
-   * config written back here could bring a removed job back).
+   * job): its server node and its place in the job list, never its config, which belongs to whoever
+   * stored it (a config written back here could bring a removed job back).
    */
   async add(definition: ResolvedJobDefinition): Promise<void> {
     this.jobs.set(definition.name, { definition, fromData: true });
-    const current = this.current;
-    if (!current) return;
-    await this.writeJob(definition, true);
-    await this.createInstanceNode(definition.name, this.info(current.queue));
+    if (!this.current) return;
+    await this.ensureServer(definition.name);
+    await this.updates.request();
   }
 
-  /** Stops registering for `job` and deletes its instance node (the leader gives its items to others). */
+  /** Stops registering for `job`: it leaves the job list (the leader gives its items to others). */
   async remove(job: string): Promise<void> {
     if (!this.jobs.delete(job) || !this.current) return;
-    await this.zk.delete(registryPaths.jobInstance(job, this.options.instanceId)).catch((err) => {
-      if (!hasCode(err, ErrorCodes.ZK_NO_NODE)) throw err;
-    });
+    await this.updates.request();
   }
 
-  /** Marks the instance `draining` (the leader stops giving it items) or `ready` again. */
+  /** Marks the instance `draining` (the leader stops giving it items) or `ready` again: one write. */
   async setState(state: InstanceState): Promise<void> {
     this.state = state;
-    const current = this.current;
-    if (!current) return;
-    const data = instanceInfoCodec.encode(this.info(current.queue));
-    await Promise.all(
-      this.definitions.map((job) =>
-        this.zk.set(registryPaths.jobInstance(job.name, this.options.instanceId), data).catch((err) =>
-          this.options.log.warn({ err, job: job.name }, 'could not update the instance node'),
-        ),
-      ),
-    );
+    if (!this.current) return;
+    await this.updates.request();
   }
 
-  /** Deletes the instance nodes now (a clean shutdown), so the leader reacts without waiting for expiry. */
+  /** Deletes the instance entry now (a clean shutdown), so the leader reacts without waiting for expiry. */
   async unregister(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.retry);
+    await this.updates.stop();
+    const published = this.published;
     if (!this.current || this.zk.state !== 'connected') return;
-    await Promise.allSettled(this.definitions.map((job) => this.zk.delete(registryPaths.jobInstance(job.name, this.options.instanceId))));
+    await this.zk.delete(registryPaths.instance(this.options.instanceId)).catch(() => undefined);
+    if (published) await deleteJobList(this.zk, published.ref);
     this.current = undefined;
+    this.published = undefined;
   }
 
   /** Refuses to register when the clock is off by more than a job's maxTimeDiffSeconds. */
@@ -208,6 +219,35 @@ export class InstanceRegistration {
   }
 
   /**
+   * Writes a new list when the jobs changed, then the entry when it says something new, then drops
+   * the list it replaced. The entry is set on this incarnation's session only: after a session loss
+   * the next {@link register} writes everything anew.
+   */
+  private async update(): Promise<void> {
+    const current = this.current;
+    const published = this.published;
+    if (!current || !published || this.stopped || this.zk.sessionId !== current.sessionId) return;
+    const { ref, parts } = buildJobList([...this.jobs.keys()], current.sessionId);
+    if (ref.list !== published.ref.list) await writeJobList(this.zk, ref, parts);
+    const previous = instanceEntryCodec.decode(Buffer.from(published.data), registryPaths.instance(this.options.instanceId));
+    const data = instanceEntryCodec.encode({ ...previous, state: this.state, jobs: ref }).toString('utf8');
+    if (data === published.data) return;
+    if (this.zk.sessionId !== current.sessionId) return;
+    await this.zk.set(registryPaths.instance(this.options.instanceId), data);
+    this.published = { ref, data };
+    if (ref.list !== published.ref.list) await deleteJobList(this.zk, published.ref);
+  }
+
+  private retryUpdate(): void {
+    if (this.stopped || this.retry) return;
+    this.retry = setTimeout(() => {
+      this.retry = undefined;
+      void this.updates.request();
+    }, UPDATE_RETRY_MS);
+    this.retry.unref();
+  }
+
+  /**
    * `fireListeners` says what the job's code has, not a setting: a config stored before the code had
    * once-per-fire listeners gets it (only it; the stored settings still win), or the leader would
    * never tell the requests their fire's size and the listeners would never run. Never removed here:
@@ -221,35 +261,31 @@ export class InstanceRegistration {
       await this.zk.set(configPath, jobConfigCodec.encode({ ...stored, fireListeners: true }), stat.version);
       this.options.log.info({ job }, 'stored config marked fireListeners: the job\'s code has beforeFire/afterFire');
     } catch (err) {
+      if (hasCode(err, ErrorCodes.ZK_NO_NODE)) return;
       this.options.log.warn({ err, job }, 'could not mark the stored config fireListeners; beforeFire/afterFire run once it is');
     }
   }
 
-  private async writeJob(job: ResolvedJobDefinition, fromData: boolean): Promise<void> {
+  /**
+   * The config of a job of the code. A job the namespace listing lacks is new: its nodes go in one
+   * transaction (job, config, `servers/`, its server). A listed job's stored config wins unless the
+   * definition says overwrite (ElasticJob's rule); nothing is read for it otherwise.
+   */
+  private async writeConfig(job: ResolvedJobDefinition, listed: boolean): Promise<void> {
     const configPath = registryPaths.jobConfig(job.name);
-    const serverPath = registryPaths.jobServer(job.name, this.options.ip);
-    // A worker joining a namespace finds these nodes there. Asked with exists, a read ZooKeeper
-    // answers from memory, not with a create that fails: that is a transaction the server logs
-    // (and, with forceSync, syncs to disk) for each of a job's nodes. `instances/` is not asked: it
-    // is there whenever the config is, and an instance node's create that misses it makes it.
-    const configKnown = fromData || (await this.options.configStored?.(job.name)) === true;
-    const [configThere, serverThere] = await Promise.all([configKnown ? true : this.zk.exists(configPath), this.zk.exists(serverPath)]);
-    // A job new to the namespace: its nodes in one transaction instead of five (the job node and
-    // `servers/` made by the creates' parent path before). Any of them there already (another worker
-    // registering the same job right now) fails the whole multi; the path below then sorts it out.
-    if (!fromData && !configThere && !serverThere && (await this.createJobNodes(job, configPath, serverPath))) return;
-    if (!fromData) {
-      // Encoded (and validated) only when written: a joining worker writes none of its 100,000 configs.
-      const created = !configThere && (await this.createUnlessExists(configPath, jobConfigCodec.encode(job.config)));
-      // The stored config wins unless this definition says overwrite (ElasticJob's rule).
-      if (!created && job.overwrite) await this.zk.set(configPath, jobConfigCodec.encode(job.config));
-      else if (!created && job.config.fireListeners) await this.announceFireListeners(job.name, configPath);
-    }
-    if (!serverThere) await this.createUnlessExists(serverPath, 'ENABLED');
+    if (!listed && (await this.createJobNodes(job, configPath))) return;
+    // Encoded (and validated) only when written: a joining worker writes none of its 100,000 configs.
+    const created = !listed && (await this.createUnlessExists(configPath, jobConfigCodec.encode(job.config)));
+    if (!created && job.overwrite) await this.zk.set(configPath, jobConfigCodec.encode(job.config));
+    else if (!created && job.config.fireListeners) await this.announceFireListeners(job.name, configPath);
   }
 
-  /** Creates a new job's nodes (job, config, servers, server, instances) in one multi; false when it failed. */
-  private async createJobNodes(job: ResolvedJobDefinition, configPath: string, serverPath: string): Promise<boolean> {
+  /**
+   * Creates a new job's nodes (job, config, servers, server) in one multi; false when it failed: any
+   * of them there already (another worker registering the same job right now) fails the whole multi,
+   * and the node-by-node path sorts it out.
+   */
+  private async createJobNodes(job: ResolvedJobDefinition, configPath: string): Promise<boolean> {
     // fireListeners needs no announcement here: the config written is this definition's own.
     try {
       await this.zk
@@ -257,13 +293,39 @@ export class InstanceRegistration {
         .create(registryPaths.job(job.name), '')
         .create(configPath, jobConfigCodec.encode(job.config))
         .create(registryPaths.jobServers(job.name), '')
-        .create(serverPath, 'ENABLED')
-        .create(registryPaths.jobInstances(job.name), '')
+        .create(registryPaths.jobServer(job.name, this.options.ip), 'ENABLED')
         .commit();
       return true;
     } catch {
       return false;
     }
+  }
+
+  /**
+   * After the registration, beside the first runs: each job's `servers/{ip}` (which an operator's
+   * `shardcron servers disable` switches), and the config of a listed job whose node turned out to
+   * hold none. Soonest-firing jobs first; failures are logged, a restart makes what is missing.
+   */
+  private async makeServers(jobs: ReadonlyArray<{ definition: ResolvedJobDefinition; fromData: boolean; listed: boolean }>): Promise<void> {
+    const { configStored, log } = this.options;
+    await forEachLimited(jobs, SERVERS_AT_ONCE, async ({ definition, fromData, listed }) => {
+      if (this.stopped || !this.jobs.has(definition.name)) return;
+      try {
+        if (listed && !fromData && configStored && !(await configStored(definition.name))) {
+          await this.createUnlessExists(registryPaths.jobConfig(definition.name), jobConfigCodec.encode(definition.config));
+        }
+        await this.ensureServer(definition.name);
+      } catch (err) {
+        if (!this.stopped) log.warn({ err, job: definition.name }, 'could not write the server node of a job; it reads as ENABLED');
+      }
+    });
+  }
+
+  private async ensureServer(job: string): Promise<void> {
+    const serverPath = registryPaths.jobServer(job, this.options.ip);
+    // Asked with exists, a read ZooKeeper answers from memory, not with a create that fails: that
+    // is a transaction the server logs (and, with forceSync, syncs to disk).
+    if (!(await this.zk.exists(serverPath))) await this.createUnlessExists(serverPath, 'ENABLED');
   }
 
   /**
@@ -285,41 +347,19 @@ export class InstanceRegistration {
   }
 
   /**
-   * Creates the ephemeral instance nodes of `jobs`, {@link INSTANCE_NODES_PER_MULTI} to a multi. A
-   * multi is all or nothing: when one of its nodes is there already (left by an earlier session),
-   * its jobs are registered one by one, which handles that case.
-   */
-  private async createInstanceNodes(jobs: readonly string[], info: InstanceInfo): Promise<void> {
-    const data = instanceInfoCodec.encode(info);
-    const chunks: string[][] = [];
-    for (let i = 0; i < jobs.length; i += INSTANCE_NODES_PER_MULTI) chunks.push(jobs.slice(i, i + INSTANCE_NODES_PER_MULTI));
-    await Promise.all(chunks.map(async (chunk) => {
-      const multi = this.zk.multi();
-      for (const job of chunk) multi.create(registryPaths.jobInstance(job, this.options.instanceId), data, 'ephemeral');
-      try {
-        await multi.commit();
-      } catch {
-        await Promise.all(chunk.map((job) => this.createInstanceNode(job, info)));
-      }
-    }));
-  }
-
-  /**
-   * Creates the ephemeral instance node. A node left by one of our previous sessions (still alive
-   * on the server until it expires) is replaced; one owned by a session we do not know means another
+   * Creates the ephemeral instance entry. One left by one of our previous sessions (still alive on
+   * the server until it expires) is replaced; one owned by a session we do not know means another
    * live process uses the same instance id, which would break every guarantee: refuse.
    */
-  private async createInstanceNode(job: string, info: InstanceInfo): Promise<void> {
-    const path = registryPaths.jobInstance(job, this.options.instanceId);
-    const data = instanceInfoCodec.encode(info);
+  private async createEntry(data: Buffer): Promise<void> {
+    const path = registryPaths.instance(this.options.instanceId);
     for (let attempt = 0; attempt < 3; attempt += 1) {
       try {
         await this.zk.create(path, data, 'ephemeral');
         return;
       } catch (err) {
         if (err instanceof ZkError && err.code === ErrorCodes.ZK_NO_NODE) {
-          // The job's `instances/` is missing (a job node made by another tool): make it, then again.
-          await this.createUnlessExists(registryPaths.jobInstances(job), '');
+          await this.zk.ensurePath(registryPaths.instances());
           continue;
         }
         if (!(err instanceof ZkError && err.code === ErrorCodes.ZK_NODE_EXISTS)) throw err;
@@ -338,9 +378,9 @@ export class InstanceRegistration {
       if (attempt === 0 && (await this.waitForDeletion(path, this.zk.negotiatedSessionTimeoutMs * 1.5))) continue;
       throw new ShardcronError(
         ErrorCodes.INVALID_CONFIG,
-        `Instance id ${this.options.instanceId} is already registered for job ${job} by another live process ` +
+        `Instance id ${this.options.instanceId} is already registered by another live process ` +
           `(session ${stat.ephemeralOwner}). Give each process its own SHARDCRON_INSTANCE_ID.`,
-        { job, instanceId: this.options.instanceId, field: 'SHARDCRON_INSTANCE_ID' },
+        { instanceId: this.options.instanceId, field: 'SHARDCRON_INSTANCE_ID' },
       );
     }
   }

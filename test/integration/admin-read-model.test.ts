@@ -91,7 +91,7 @@ describe('the read model over a live cluster', () => {
     // The start read every job node, and the first detail every item node.
     const startReads = counter.reads();
     expect(startReads.length).toBeGreaterThan(10);
-    expect(startReads).toEqual(expect.arrayContaining(['get /quiet/config', 'children /quiet/instances', 'children /quiet/sharding/2']));
+    expect(startReads).toEqual(expect.arrayContaining(['get /quiet/config', 'children /.cluster/instances', 'get /.cluster/instances/w1', 'children /quiet/sharding/2']));
 
     counter.reset();
     for (let poll = 0; poll < 20; poll += 1) {
@@ -170,19 +170,19 @@ describe('the read model and admin operations on hand-written nodes', () => {
   it('reports each unreadable node by its path and keeps answering', async () => {
     await writer.ensurePath(paths.jobServers('good'));
     await writer.create(paths.jobServer('good', '10.0.0.9'), 'MAYBE');
-    await writer.ensurePath(paths.jobInstances('good'));
-    await writer.create(paths.jobInstance('good', 'w9'), '{not json', 'ephemeral');
+    await writer.ensurePath(paths.instances());
+    await writer.create(paths.instance('w9'), '{not json', 'ephemeral');
     await writer.ensurePath(paths.job('broken'));
     await writer.create(paths.jobConfig('broken'), JSON.stringify({ name: 'broken', shardingTotalCount: 'many' }));
     await writer.ensurePath('/.cluster');
 
     expect((await admin.listJobs()).map((j) => j.name)).toEqual(['good']);
     expect(admin.problems().map((p) => [p.path, p.code])).toEqual([
+      ['/.cluster/instances/w9', ErrorCodes.CORRUPT_DATA],
       ['/broken/config', ErrorCodes.CORRUPT_DATA],
-      ['/good/instances/w9', ErrorCodes.CORRUPT_DATA],
       ['/good/servers/10.0.0.9', ErrorCodes.CORRUPT_DATA],
     ]);
-    expect(admin.problems()[0].message).toMatch(/corrupt config at \/broken\/config[\s\S]*shardingTotalCount/);
+    expect(admin.problems()[1].message).toMatch(/corrupt config at \/broken\/config[\s\S]*shardingTotalCount/);
     await expect(admin.getJob('broken')).rejects.toMatchObject({ code: ErrorCodes.CORRUPT_DATA, details: { path: '/broken/config' } });
     await expect(admin.getJob('nope')).rejects.toMatchObject({ code: ErrorCodes.JOB_NOT_FOUND, message: 'Job "nope" not found' });
     await expect(admin.getJob('.cluster')).rejects.toMatchObject({ code: ErrorCodes.INVALID_CONFIG });

@@ -155,7 +155,7 @@ describe('reading', () => {
     expect(await cliJson(['item-lock'])).toEqual({ itemLock: 'lease' });
     const refused = await cli(['item-lock', 'per-run']);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toMatch(/^shardcron item-lock per-run: namespace .* has live workers \(job (billing|reports) has an instance\): stop every worker first/);
+    expect(refused.stderr).toMatch(/^shardcron item-lock per-run: namespace .* has live workers \(instance \S+ is registered\): stop every worker first/);
     expect(await zk.getText(paths.itemLock())).toBe('lease');
     expect((await cli(['item-lock', 'lease'])).stdout).toBe(`Namespace ${cluster.namespace} already uses the lease item lock.`);
   });

@@ -116,7 +116,7 @@ describe('startNode', () => {
       expect(err).toBeInstanceOf(ConfigError);
       expect((err as ConfigError).issues[0].field).toBe('SHARDCRON_ITEM_LEASE');
       // The refused worker registered nothing.
-      expect(await zk.children(paths.jobInstances('billing'))).toEqual([expect.stringMatching(/^w1/)]);
+      expect(await zk.children(paths.instances())).toEqual([expect.stringMatching(/^w1/)]);
     } finally {
       await first.close();
     }

@@ -2,6 +2,7 @@ import { defineJob } from '../../src';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { JobView, type JobViewEvents } from '../../src/leader/job-view';
 import { decodeInstanceInfo, instanceInfoCodec, type InstanceInfo } from '../../src/shared/registry/instance-info';
+import { InstanceDirectory } from '../../src/shared/registry/instance-directory';
 import { jobConfigCodec, type JobConfig } from '../../src/shared/config/job-config';
 import { silentLogger } from '../../src/shared/logger';
 import { registryPaths as paths } from '../../src/shared/registry/registry-paths';
@@ -9,6 +10,7 @@ import { NodeCache, type ZkClient, type ZkCreateMode } from '../../src/shared/zk
 import { closeServices, eventually, startZooKeeper, waitFor } from '../helpers/services';
 import { closeZkClients, connectZk, recordZkEvents, uniqueNamespace } from '../helpers/zk';
 import { startLink } from '../helpers/zk-relay';
+import { putInstance, setInstance } from '../helpers/instances';
 
 const JOB = 'report';
 
@@ -20,9 +22,13 @@ function info(overrides: Partial<InstanceInfo> = {}): InstanceInfo {
   return { ip: '10.0.0.1', pid: 1, hostname: 'h', queue: 'q1', state: 'ready', version: '1', startedAt: 1, ...overrides };
 }
 
+/** What each recorded view saw: its own events, and the directory's lost and draining instances of its job (the registry's part). */
+const recorders = new Map<JobView, Array<{ event: string; payload: object }>>();
+
 function record(view: JobView): Array<{ event: string; payload: object }> {
   const seen: Array<{ event: string; payload: object }> = [];
-  for (const event of ['config:changed', 'config:invalid', 'reshard:needed', 'instance:removed', 'instance:draining'] as const) {
+  recorders.set(view, seen);
+  for (const event of ['config:changed', 'config:invalid', 'reshard:needed'] as const) {
     view.on(event, (payload: JobViewEvents[typeof event]) => seen.push({ event, payload }));
   }
   return seen;
@@ -47,7 +53,7 @@ describe('JobView', () => {
   let zk: ZkClient;
   /** Another client writing the registry, as workers and operators do. */
   let admin: ZkClient;
-  let views: JobView[];
+  let views: Array<JobView & { client?: ZkClient }>;
   /** Clients the views were started on, with their reconnect/renew listener counts before the first view. */
   let viewClients: Map<ZkClient, [number, number]>;
   let links: Array<{ close(): Promise<void> }>;
@@ -61,14 +67,17 @@ describe('JobView', () => {
   beforeEach(async () => {
     namespace = uniqueNamespace('job-view');
     views = [];
+    directories = new Map();
+    directoryStarts.clear();
+    recorders.clear();
     viewClients = new Map();
     links = [];
     admin = await connectZk(server.connectionString, { namespace });
     zk = await connectZk(server.connectionString, { namespace });
     await put(paths.jobConfig(JOB), jobConfigCodec.encode(config()));
     await put(paths.jobServer(JOB, '10.0.0.1'), 'ENABLED');
-    await put(paths.jobInstance(JOB, 'b'), instanceInfoCodec.encode(info({ queue: 'qb' })));
-    await put(paths.jobInstance(JOB, 'a'), instanceInfoCodec.encode(info({ queue: 'qa' })));
+    await putInstance(admin, 'b', info({ queue: 'qb' }), [JOB]);
+    await putInstance(admin, 'a', info({ queue: 'qa' }), [JOB]);
     await put(paths.shardingInstance(JOB, 0), 'a');
   });
 
@@ -76,6 +85,7 @@ describe('JobView', () => {
     jest.restoreAllMocks();
     try {
       await Promise.all(views.map((v) => v.close()));
+      await Promise.all([...directories.values()].map((d) => d.close()));
       // Every cache left its client: the shared reconnect/renew listeners went with the last one.
       for (const [client, before] of viewClients) {
         expect([client.listenerCount('reconnected'), client.listenerCount('session:renewed')]).toEqual(before);
@@ -86,10 +96,43 @@ describe('JobView', () => {
     }
   });
 
-  async function start(job = JOB, client = zk): Promise<JobView> {
-    const view = new JobView(client, job, silentLogger);
-    views.push(view);
+  /** One directory per client, forwarding to that client's views as the job registry does. */
+  let directories: Map<ZkClient, InstanceDirectory>;
+  const directoryStarts = new Map<ZkClient, Promise<InstanceDirectory>>();
+
+  function directoryOf(client: ZkClient): Promise<InstanceDirectory> {
+    let started = directoryStarts.get(client);
+    if (!started) directoryStarts.set(client, (started = newDirectory(client)));
+    return started;
+  }
+
+  async function newDirectory(client: ZkClient): Promise<InstanceDirectory> {
+    let directory: InstanceDirectory;
     if (!viewClients.has(client)) viewClients.set(client, [client.listenerCount('reconnected'), client.listenerCount('session:renewed')]);
+    const viewsOf = (jobs: readonly string[]) => views.filter((v) => v.client === client && jobs.includes(v.job));
+    directory = new InstanceDirectory(client, {
+      listener: {
+        joined: (_i, jobs) => viewsOf(jobs).forEach((v) => v.handleInstances('instance joined')),
+        dropped: (_i, jobs) => viewsOf(jobs).forEach((v) => v.handleInstances('instance left')),
+        left: (instance, jobs) =>
+          viewsOf(jobs).forEach((v) => {
+            v.handleInstances('instance left');
+            recorders.get(v)?.push({ event: 'instance:removed', payload: instance });
+          }),
+        changed: (instance, _previous, jobs) =>
+          viewsOf(jobs).forEach((v) => {
+            v.handleInstances('instance changed');
+            if (instance.info.state === 'draining') recorders.get(v)?.push({ event: 'instance:draining', payload: instance });
+          }),
+      },
+    });
+    directories.set(client, directory);
+    return directory.start();
+  }
+
+  async function start(job = JOB, client = zk): Promise<JobView> {
+    const view = Object.assign(new JobView(client, job, silentLogger, await directoryOf(client)), { client });
+    views.push(view);
     return view.start();
   }
 
@@ -139,11 +182,11 @@ describe('JobView', () => {
   it('reports joins, leaves and draining instances, with their info', async () => {
     const view = await start();
     const seen = record(view);
-    await put(paths.jobInstance(JOB, 'c'), instanceInfoCodec.encode(info({ queue: 'qc' })));
+    await putInstance(admin, 'c', info({ queue: 'qc' }), [JOB]);
     await waitFor(() => view.eligibleInstances().length === 3, { message: 'instance c' });
     expect(seen).toEqual([{ event: 'reshard:needed', payload: { reason: 'instance joined' } }]);
 
-    await admin.set(paths.jobInstance(JOB, 'a'), instanceInfoCodec.encode(info({ queue: 'qa', state: 'draining' })));
+    await setInstance(admin, 'a', info({ queue: 'qa', state: 'draining' }), [JOB]);
     await waitFor(() => seen.some((s) => s.event === 'instance:draining'), { message: 'draining' });
     expect(seen.find((s) => s.event === 'instance:draining')?.payload).toEqual({
       instanceId: 'a',
@@ -152,7 +195,7 @@ describe('JobView', () => {
     expect(view.eligibleInstances().map((i) => i.instanceId)).toEqual(['b', 'c']);
     expect(view.liveInstances().map((i) => i.instanceId)).toEqual(['a', 'b', 'c']);
 
-    await admin.delete(paths.jobInstance(JOB, 'b'));
+    await admin.delete(paths.instance('b'));
     await waitFor(() => seen.some((s) => s.event === 'instance:removed'), { message: 'removal' });
     expect(seen.find((s) => s.event === 'instance:removed')?.payload).toEqual({ instanceId: 'b', info: expect.objectContaining({ queue: 'qb' }) });
     expect(view.eligibleInstances().map((i) => i.instanceId)).toEqual(['c']);
@@ -162,7 +205,7 @@ describe('JobView', () => {
 
   it('sees an ephemeral instance node go with its owner session', async () => {
     const worker = await connectZk(server.connectionString, { namespace });
-    await worker.create(paths.jobInstance(JOB, 'w'), instanceInfoCodec.encode(info({ queue: 'qw' })), 'ephemeral');
+    await putInstance(worker, 'w', info({ queue: 'qw' }), [JOB], 'ephemeral');
     const view = await start();
     const seen = record(view);
     expect(view.instance('w')?.queue).toBe('qw');
@@ -274,7 +317,7 @@ describe('JobView', () => {
     link.cut();
     await waitFor(() => client.state === 'suspended', { message: 'client suspended by the partition' });
     // Written while the view's client is cut off from ZooKeeper.
-    await put(paths.jobInstance(JOB, 'c'), instanceInfoCodec.encode(info({ queue: 'qc' })));
+    await putInstance(admin, 'c', info({ queue: 'qc' }), [JOB]);
     await put(paths.shardingDisabled(JOB, 0));
     expect(view.instance('c')).toBeUndefined();
     link.heal();
@@ -286,9 +329,9 @@ describe('JobView', () => {
     // Every cache reloads, not only those whose watch fired: a watch may have been missed.
     const expected = [
       paths.jobConfig(JOB),
-      paths.jobInstances(JOB),
-      paths.jobInstance(JOB, 'a'),
-      paths.jobInstance(JOB, 'b'),
+      paths.instances(),
+      paths.instance('a'),
+      paths.instance('b'),
       paths.jobServers(JOB),
       paths.jobServer(JOB, '10.0.0.1'),
       paths.leaderShardingNecessary(JOB),
@@ -298,7 +341,7 @@ describe('JobView', () => {
     await eventually(() => expect([...new Set(reads.flatMap(calledPaths))]).toEqual(expect.arrayContaining(expected)));
 
     // And the view keeps following changes.
-    await admin.set(paths.jobInstance(JOB, 'c'), instanceInfoCodec.encode(info({ queue: 'qc', state: 'draining' })));
+    await setInstance(admin, 'c', info({ queue: 'qc', state: 'draining' }), [JOB]);
     await waitFor(() => view.eligibleInstances().length === 2, { message: 'change after the reconnect' });
   });
 
@@ -314,8 +357,8 @@ describe('JobView', () => {
     link.cut();
     await waitFor(() => events.includes('lost'), { message: 'session declared lost during the partition' });
     // Written while the view's client has no session at all: no watch of it can fire for these.
-    await put(paths.jobInstance(JOB, 'c'), instanceInfoCodec.encode(info({ queue: 'qc' })));
-    await admin.delete(paths.jobInstance(JOB, 'b'));
+    await putInstance(admin, 'c', info({ queue: 'qc' }), [JOB]);
+    await admin.delete(paths.instance('b'));
     await admin.set(paths.jobServer(JOB, '10.0.0.1'), 'DISABLED');
     await put(paths.shardingDisabled(JOB, 0));
     await put(paths.shardingRunning(JOB, 1));
@@ -344,9 +387,9 @@ describe('JobView', () => {
     await waitFor(() => !view.itemDisabled(0), { message: 'item 0 enabled after the resync' });
   });
 
-  it('shares one decoded instance object between jobs, and between reads of the same content', async () => {
+  it('shares one instance object between jobs, and one decoded info between reads of the same content', async () => {
     await put(paths.jobConfig('other'), jobConfigCodec.encode({ ...config(), name: 'other' }));
-    await put(paths.jobInstance('other', 'a'), instanceInfoCodec.encode(info({ queue: 'qa' })));
+    await setInstance(admin, 'a', info({ queue: 'qa' }), [JOB, 'other']);
     const [one, two] = await Promise.all([start(), start('other')]);
     expect(one.instance('a')).toBe(two.instance('a'));
     expect(Object.isFrozen(one.instance('a'))).toBe(true);
@@ -369,16 +412,18 @@ describe('JobView', () => {
     const seen = record(view);
     await view.close();
     await view.close();
-    expect(zk.listenerCount('reconnected')).toBe(0);
+    // What is left on the client is the directory's one cache, which outlives the views.
+    expect(zk.listenerCount('reconnected')).toBe(1);
     const reads = [jest.spyOn(zk, 'get'), jest.spyOn(zk, 'children')];
-    await put(paths.jobInstance(JOB, 'late'), instanceInfoCodec.encode(info()));
+    await putInstance(admin, 'late', info(), [JOB]);
     await admin.set(paths.jobConfig(JOB), jobConfigCodec.encode(config({ shardingTotalCount: 5 })));
     // A client sees a watch notification before the data that triggered it: once this read
     // answers, the closed view's watches have fired (and been ignored).
     expect((await zk.get(paths.jobConfig(JOB))).stat.version).toBe(1);
     await zk.exists('/');
     expect(seen).toEqual([]);
-    expect(reads.flatMap(calledPaths)).toEqual([paths.jobConfig(JOB)]);
+    // The directory, shared with the views that remain, reads the new instance: the view reads nothing.
+    expect(reads.flatMap(calledPaths).filter((path) => !path.startsWith('/.cluster/'))).toEqual([paths.jobConfig(JOB)]);
     expect(view.config?.shardingTotalCount).toBe(2);
   });
 

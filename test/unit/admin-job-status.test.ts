@@ -170,12 +170,12 @@ describe('describeJob', () => {
 });
 
 describe('summarizeInstances', () => {
-  it('gives one entry per instance with the jobs it is registered for, sorted', () => {
+  it('gives one entry per instance with the jobs of its list, sorted', () => {
     const a = info();
     const b = info({ ip: '10.0.0.2', pid: 22, hostname: 'host-b', queue: 'q-b' });
     const instances = summarizeInstances([
-      { name: 'zeta', instances: [{ instanceId: 'b', info: b }] },
-      { name: 'alpha', instances: [{ instanceId: 'b', info: b }, { instanceId: 'a', info: a }] },
+      { instanceId: 'b', info: b, jobs: new Set(['zeta', 'alpha']) },
+      { instanceId: 'a', info: a, jobs: new Set(['alpha']) },
     ]);
     expect(instances).toEqual([
       { instanceId: 'a', ip: '10.0.0.1', hostname: 'host-a', pid: 11, state: 'ready', queue: 'q-a', jobs: ['alpha'] },
@@ -183,16 +183,9 @@ describe('summarizeInstances', () => {
     ]);
   });
 
-  it('takes the newest registration, and draining over ready within one registration', () => {
-    const old = info({ startedAt: 1_000, queue: 'q-old' });
-    const fresh = info({ startedAt: 2_000, queue: 'q-new' });
-    expect(summarizeInstances([
-      { name: 'j1', instances: [{ instanceId: 'a', info: fresh }] },
-      { name: 'j2', instances: [{ instanceId: 'a', info: old }] },
-    ])[0]).toMatchObject({ queue: 'q-new', jobs: ['j1', 'j2'] });
-    expect(summarizeInstances([
-      { name: 'j1', instances: [{ instanceId: 'a', info: fresh }] },
-      { name: 'j2', instances: [{ instanceId: 'a', info: { ...fresh, state: 'draining' } }] },
-    ])[0].state).toBe('draining');
+  it('lists only the jobs the reader knows, and an instance whose jobs it knows none of with none', () => {
+    const known = (job: string) => job !== 'gone';
+    expect(summarizeInstances([{ instanceId: 'a', info: info({ state: 'draining' }), jobs: ['j2', 'gone', 'j1'] }], known)[0]).toMatchObject({ state: 'draining', jobs: ['j1', 'j2'] });
+    expect(summarizeInstances([{ instanceId: 'a', info: info(), jobs: ['gone'] }], known)[0].jobs).toEqual([]);
   });
 });

@@ -5,7 +5,7 @@ import { jsonCodec } from '../codec';
 export const InstanceStates = ['ready', 'draining'] as const;
 export type InstanceState = (typeof InstanceStates)[number];
 
-/** Data of the ephemeral node `/{job}/instances/{instanceId}`. */
+/** What a worker instance says of itself: where it is, its queue and whether it takes new items. */
 export const instanceInfoSchema = z.object({
   ip: z.string().min(1),
   pid: z.number().int().nonnegative(),
@@ -19,6 +19,26 @@ export const instanceInfoSchema = z.object({
 export type InstanceInfo = z.output<typeof instanceInfoSchema>;
 
 export const instanceInfoCodec = jsonCodec(instanceInfoSchema, 'instance node');
+
+/** Parts a job list may have: 4,096 parts of 256 KB hold far more names than a namespace has jobs. */
+export const MAX_JOB_LIST_PARTS = 4096;
+
+/**
+ * Data of the ephemeral `/.cluster/instances/{instanceId}`: the instance's info and where the list
+ * of the jobs it runs is (`count` names in `parts` nodes `/.cluster/job-lists/{list}.{k}`).
+ */
+export const instanceEntrySchema = instanceInfoSchema.extend({
+  jobs: z.object({
+    list: z.string().regex(/^[0-9a-f]{16}-[0-9A-Za-z]{1,32}$/),
+    parts: z.number().int().min(0).max(MAX_JOB_LIST_PARTS),
+    count: z.number().int().nonnegative(),
+  }),
+});
+
+export type InstanceEntryData = z.output<typeof instanceEntrySchema>;
+export type JobListRef = InstanceEntryData['jobs'];
+
+export const instanceEntryCodec = jsonCodec(instanceEntrySchema, 'instance entry');
 
 /** How many distinct instance nodes {@link decodeInstanceInfo} remembers (workers x their restarts). */
 const INTERNED_MAX = 1024;

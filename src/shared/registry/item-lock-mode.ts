@@ -117,12 +117,18 @@ export async function setItemLockMode(zk: ZkClient, mode: ItemLockMode, force = 
   });
   if (previous === mode) return { previous, mode };
   if (!force) {
-    const live = await jobWithLiveInstance(zk);
-    if (live !== undefined) {
+    // A worker of this version (its entry), or of an earlier one (an instance node under a job).
+    const instance = (await zk.children(registryPaths.instances()).catch((err: unknown) => {
+      if (hasCode(err, ErrorCodes.ZK_NO_NODE)) return [];
+      throw err;
+    }))[0];
+    const job = instance === undefined ? await jobWithLiveInstance(zk) : undefined;
+    if (instance !== undefined || job !== undefined) {
+      const which = instance !== undefined ? `instance ${instance} is registered` : `job ${job} has an instance of an earlier version`;
       throw new ShardcronError(
         ErrorCodes.CONFLICT,
-        `namespace ${zk.options.namespace} has live workers (job ${live} has an instance): stop every worker first, since each keeps the lock it started with (--force switches anyway)`,
-        { job: live },
+        `namespace ${zk.options.namespace} has live workers (${which}): stop every worker first, since each keeps the lock it started with (--force switches anyway)`,
+        instance !== undefined ? { instanceId: instance } : { job },
       );
     }
   }

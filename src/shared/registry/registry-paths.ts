@@ -69,6 +69,16 @@ function nodeNameSegment(field: string, value: unknown): string {
   return value;
 }
 
+/** A job list's name: its content hash and its writer's session, as {@link jobListName} makes it. */
+const JOB_LIST_PATTERN = /^[0-9a-f]{16}-[0-9A-Za-z]{1,32}$/;
+
+function jobListSegment(list: unknown): string {
+  if (typeof list !== 'string' || !JOB_LIST_PATTERN.test(list)) {
+    throw invalidArgument('list', list, `is not a job list name: expected ${JOB_LIST_PATTERN.source}`);
+  }
+  return list;
+}
+
 function candidateSegment(nodeName: unknown): string {
   if (typeof nodeName !== 'string' || !CANDIDATE_PATTERN.test(nodeName)) {
     throw invalidArgument('nodeName', nodeName, 'is not an election candidate node name: expected n_ and its sequence number, e.g. n_0000000007');
@@ -93,6 +103,17 @@ export const registryPaths = Object.freeze({
   leader: (): string => `${CLUSTER}/leader`,
   /** `/.cluster/item-lock`: "lease" | "per-run", monitorExecution's lock for every worker of the namespace. */
   itemLock: (): string => `${CLUSTER}/item-lock`,
+  /** `/.cluster/instances`: parent of the live worker instances. */
+  instances: (): string => `${CLUSTER}/instances`,
+  /**
+   * `/.cluster/instances/{instanceId}`: EPHEMERAL, one per live worker incarnation: its
+   * {@link InstanceEntry} (queue, state, and which job list it runs).
+   */
+  instance: (instanceId: string): string => `${CLUSTER}/instances/${nodeNameSegment('instanceId', instanceId)}`,
+  /** `/.cluster/job-lists`: parent of the parts of the instances' job lists. */
+  jobLists: (): string => `${CLUSTER}/job-lists`,
+  /** `/.cluster/job-lists/{list}.{part}`: EPHEMERAL, job names one per line, written by the list's instance. */
+  jobListPart: (list: string, part: number): string => `${CLUSTER}/job-lists/${jobListSegment(list)}.${itemSegment(part)}`,
 
   /** `/{job}`: the job root (data: job type). */
   job: (job: string): string => `/${jobSegment(job)}`,
@@ -102,9 +123,12 @@ export const registryPaths = Object.freeze({
   jobServers: (job: string): string => `/${jobSegment(job)}/servers`,
   /** `/{job}/servers/{ip}`: "ENABLED" | "DISABLED". */
   jobServer: (job: string, ip: string): string => `/${jobSegment(job)}/servers/${nodeNameSegment('ip', ip)}`,
-  /** `/{job}/instances`. */
+  /**
+   * `/{job}/instances`: where workers before the instance directory registered (one EPHEMERAL node
+   * per job and worker); read only to tell such a worker is alive.
+   */
   jobInstances: (job: string): string => `/${jobSegment(job)}/instances`,
-  /** `/{job}/instances/{instanceId}`: EPHEMERAL instance registration. */
+  /** `/{job}/instances/{instanceId}`: an earlier version's per-job instance registration. */
   jobInstance: (job: string, instanceId: string): string =>
     `/${jobSegment(job)}/instances/${nodeNameSegment('instanceId', instanceId)}`,
   /** `/{job}/sharding`. */
@@ -146,6 +170,10 @@ export type RegistryPath =
   | { kind: 'electionCandidate'; nodeName: string; /** ZooKeeper's sequence number: the leader epoch. */ sequence: number }
   | { kind: 'leader' }
   | { kind: 'itemLock' }
+  | { kind: 'instances' }
+  | { kind: 'instance'; instanceId: string }
+  | { kind: 'jobLists' }
+  | { kind: 'jobListPart'; list: string; part: number }
   | { kind: 'job'; job: string }
   | { kind: 'jobConfig'; job: string }
   | { kind: 'jobServers'; job: string }
@@ -196,6 +224,17 @@ function parseClusterPath(rest: string[], path: string): RegistryPath {
   if (a === undefined) return { kind: 'clusterRoot' };
   if (a === 'leader' && b === undefined) return { kind: 'leader' };
   if (a === 'item-lock' && b === undefined) return { kind: 'itemLock' };
+  if (a === 'instances') {
+    if (b === undefined) return { kind: 'instances' };
+    return isNodeName(b) ? { kind: 'instance', instanceId: b } : { kind: 'unknown', path };
+  }
+  if (a === 'job-lists') {
+    if (b === undefined) return { kind: 'jobLists' };
+    const dot = b.lastIndexOf('.');
+    const list = b.slice(0, dot);
+    const part = parseItem(b.slice(dot + 1));
+    return dot > 0 && JOB_LIST_PATTERN.test(list) && part !== undefined ? { kind: 'jobListPart', list, part } : { kind: 'unknown', path };
+  }
   if (a !== 'election') return { kind: 'unknown', path };
   if (b === undefined) return { kind: 'election' };
   const sequence = CANDIDATE_PATTERN.exec(b)?.[1];
