@@ -126,8 +126,18 @@ async function measure(dist: string): Promise<string> {
       await new Promise((r) => setTimeout(r, 2_000));
     }
     const cpu = `CPU until it had registered and run its first item: worker-2 ${cpuMs(second.pid)} ms, leader ${cpuMs(leader.pid) - cpuBefore.leader} ms, ZooKeeper ${cpuMs(zk.pid) - cpuBefore.zk} ms, worker-1 ${cpuMs(first.pid) - cpuBefore.worker1} ms (${baseline})`;
+    // What a worker does after it is registered (its config watches, its server nodes): until it is
+    // quiet, under a fifth of a core over 2 s (at most 3 minutes).
+    let quietAt = Date.now();
+    for (let waited = 0; waited < 180_000; waited += 2_000) {
+      const before = cpuMs(second.pid);
+      await new Promise((r) => setTimeout(r, 2_000));
+      quietAt = Date.now();
+      if (cpuMs(second.pid) - before < 400) break;
+    }
+    const settled = `worker-2 quiet ${quietAt - t0} ms after it was spawned (CPU by then: worker-2 ${cpuMs(second.pid)} ms, leader ${cpuMs(leader.pid) - cpuBefore.leader} ms, ZooKeeper ${cpuMs(zk.pid) - cpuBefore.zk} ms)`;
     const rss = `RSS now: leader ${rssMb(leader.pid)} MB, worker-1 ${rssMb(first.pid)} MB, worker-2 ${rssMb(second.pid)} MB`;
-    return `${dist}: worker-1 registered in ${firstReady.ms} ms; worker-2 joined: registered in ${ready.ms} ms, first item started ${(item.at ?? 0) - t0} ms after it was spawned; ${cpu}; ${rss}`;
+    return `${dist}: worker-1 registered in ${firstReady.ms} ms; worker-2 joined: registered in ${ready.ms} ms, first item started ${(item.at ?? 0) - t0} ms after it was spawned; ${cpu}; ${settled}; ${rss}`;
   } finally {
     for (const child of children) child.kill('SIGKILL');
     await zk.stop();

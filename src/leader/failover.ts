@@ -46,11 +46,16 @@ const PENDING_STATES = ['wait', 'delayed', 'prioritized'] as const;
 export class FailoverCoordinator {
   constructor(private readonly deps: FailoverDeps) {}
 
-  /** Moves the requests of `queue` (instance `from`) and, for a lost instance, removes the queue. */
-  async moveQueue(from: string, queueName: string, reason: MoveReason): Promise<void> {
+  /**
+   * Moves the requests of `queue` (instance `from`) and, for a lost instance, removes the queue.
+   * With `only`, a live instance stopped running those jobs: their waiting requests move (as a
+   * draining instance's do) and the queue stays.
+   */
+  async moveQueue(from: string, queueName: string, reason: MoveReason, only?: ReadonlySet<string>): Promise<void> {
     const queue = this.deps.queues.get(queueName);
-    const states = reason === 'lost' ? [...PENDING_STATES, 'active' as const] : [...PENDING_STATES];
-    const jobs = await queue.getJobs(states);
+    const states = reason === 'lost' && !only ? [...PENDING_STATES, 'active' as const] : [...PENDING_STATES];
+    const all = await queue.getJobs(states);
+    const jobs = only ? all.filter((job) => typeof job.data?.job === 'string' && only.has(job.data.job)) : all;
     const byJob = new Map<string, { requests: ExecutionRequest[]; ids: string[] }>();
     const malformed: string[] = [];
     for (const job of jobs) {
@@ -64,6 +69,10 @@ export class FailoverCoordinator {
       if (!entry) byJob.set(parsed.data.job, (entry = { requests: [], ids: [] }));
       entry.requests.push(parsed.data);
       entry.ids.push(job.id!);
+    }
+    if (only) {
+      for (const [job, { requests, ids }] of byJob) if (await this.moveRequests(job, from, requests, 'draining')) await this.removeFromDraining(queue, from, ids);
+      return;
     }
     if (reason === 'draining') await this.removeFromDraining(queue, from, malformed);
     for (const [job, { requests, ids }] of byJob) {

@@ -38,6 +38,8 @@ export interface JobRegistryDeps {
   unschedule(job: string): void;
   instanceLost(instance: LiveInstance): void;
   instanceDraining(instance: LiveInstance): void;
+  /** A live instance stopped running `jobs`: their requests waiting in its queue go elsewhere. */
+  jobsDropped(instance: LiveInstance, jobs: readonly string[]): void;
   invalidConfig(job: string, error: unknown): void;
   /** A manual trigger request appeared. */
   triggerRequested(job: string, requestId: string): void;
@@ -86,8 +88,11 @@ export class JobRegistry {
    */
   private readonly directoryListener: InstanceDirectoryListener = {
     joined: (_instance, jobs) => this.instancesChanged(jobs, 'instance joined'),
-    // Alive, so its queue stays: the requests it holds of those jobs are its own to end.
-    dropped: (_instance, jobs) => this.instancesChanged(jobs, 'instance left'),
+    // Alive, so its queue stays; the requests waiting in it for those jobs go elsewhere.
+    dropped: (instance, jobs) => {
+      this.instancesChanged(jobs, 'instance left');
+      this.deps.jobsDropped(instance, jobs);
+    },
     left: (instance, jobs) => {
       this.instancesChanged(jobs, 'instance left');
       this.deps.instanceLost(instance);

@@ -237,6 +237,14 @@ export class JobView {
     return this.directory.instancesOf(this.job);
   }
 
+  /**
+   * `instanceId`'s info while it lives, whether it runs this job or not: what tells whether its
+   * queue is still consumed (QueueMoves.afterEnqueue).
+   */
+  liveInstance(instanceId: string): InstanceInfo | undefined {
+    return this.directory.get(instanceId)?.live.info;
+  }
+
   /** `instanceId`'s info while it lives and runs this job. */
   instance(instanceId: string): InstanceInfo | undefined {
     return this.directory.instanceOf(this.job, instanceId);

@@ -178,6 +178,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       },
       instanceLost: ({ instanceId, info }) => moves.schedule(instanceId, info.queue, 'lost'),
       instanceDraining: ({ instanceId, info }) => moves.schedule(instanceId, info.queue, 'draining'),
+      jobsDropped: ({ instanceId, info }, jobs) => moves.scheduleJobs(instanceId, info.queue, jobs),
       invalidConfig: (job, error) => this.emit('job:invalid', { job, error }),
       triggerRequested: (job, requestId) => this.triggers.requested(job, requestId),
       reshardNeeded: (job) => this.triggers.instancesChanged(job),
@@ -196,7 +197,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       chain: this.chain,
       moves,
       jobs: this.registry.jobs,
-      liveQueues: () => this.liveQueues(),
+      liveQueues: () => this.registry.directory?.knownQueues(),
       deliveryLeadMs: () => this.lead.deliveryMs,
       layOut: (job, total) => this.registry.layOut(job, total),
       reads,
@@ -243,11 +244,11 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     });
   }
 
-  /** Queues of the live instances (of those in `state` when given); undefined while not loaded. */
-  private liveQueues(state?: 'ready'): Set<string> | undefined {
+  /** Queues of the live instances in `state`; undefined while not loaded. */
+  private liveQueues(state: 'ready'): Set<string> | undefined {
     const directory = this.registry.directory;
     if (!directory) return undefined;
-    return new Set(directory.instances().filter((i) => state === undefined || i.live.info.state === state).map((i) => i.live.info.queue));
+    return new Set(directory.instances().filter((i) => i.live.info.state === state).map((i) => i.live.info.queue));
   }
 
   get isLeader(): boolean {

@@ -33,6 +33,23 @@ export class QueueMoves {
     }
   }
 
+  /**
+   * Moves the waiting requests of `jobs` out of `queue`: its instance, alive, stopped running them.
+   * On the chain, behind any enqueue that planned them there.
+   */
+  scheduleJobs(from: string, queue: string, jobs: readonly string[]): void {
+    if (!this.isLeader() || jobs.length === 0) return;
+    const only = new Set(jobs);
+    void this.chain.run(async () => {
+      if (!this.isLeader() || this.pending.has(queue)) return;
+      try {
+        await this.failover.moveQueue(from, queue, 'draining', only);
+      } catch (err) {
+        this.log.error({ err, queue, from, jobs: jobs.length }, 'moving the requests of jobs an instance let go failed');
+      }
+    }, 'moving the requests of jobs an instance let go failed');
+  }
+
   /** Moves `queue` (of instance `from`) on the chain; a lost instance's move wins over a drain's. */
   schedule(from: string, queue: string, reason: MoveReason): void {
     if (!this.isLeader()) return;

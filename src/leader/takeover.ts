@@ -72,8 +72,11 @@ export class Takeover {
   /** Queues of instances that died while no leader watched are handled like any lost instance. */
   async sweepOrphanedQueues(): Promise<void> {
     const live = this.deps.liveQueues();
-    // Without the instances loaded every queue would look orphaned.
-    if (!live) return;
+    // Without every live instance known, its queue would look orphaned: swept at the next takeover.
+    if (!live) {
+      this.deps.log.warn('an instance entry cannot be read: queues of instances that died while no leader watched are not swept now');
+      return;
+    }
     const orphans = await findOrphanedQueues(this.deps.redis, this.deps.queues.prefix, this.deps.zk.options.namespace, live);
     for (const { from, queue } of orphans) this.deps.moves.schedule(from, queue, 'lost');
   }
@@ -142,7 +145,7 @@ export class Takeover {
         // As behind a fire's enqueue (FireLoop.release); a replay deferred to its fire time may come
         // after the orphan sweep moved a dead target's queue. A job removed meanwhile has a closed
         // view that knows no instance: nothing to tell from it.
-        if (this.deps.jobs.get(job) === state) this.deps.moves.afterEnqueue(queues, (id) => state.view.instance(id));
+        if (this.deps.jobs.get(job) === state) this.deps.moves.afterEnqueue(queues, (id) => state.view.liveInstance(id));
       },
       'deferred enqueue failed',
     );

@@ -145,7 +145,9 @@ export class InstanceRegistration {
     this.current = { sessionId, queue };
     if (before && before.ref.list !== ref.list) void deleteJobList(this.zk, before.ref);
     this.options.log.info({ queue, jobs: this.jobs.size, list: ref.list }, 'instance registered');
-    this.background = this.makeServers(jobs.map(({ definition, fromData }) => ({ definition, fromData, listed: listed.has(definition.name) })));
+    // Every job registered now, one added while registering too (a data-defined job: listed or not, no config of ours).
+    const now = soonestFirst([...this.jobs.values()], ({ definition }) => definition.config, Date.now());
+    this.background = this.makeServers(now.map(({ definition, fromData }) => ({ definition, fromData, listed: listed.has(definition.name) })));
     // Changes made while registering (a job added or removed, a state) go in now.
     void this.updates.request();
     return this.current;
@@ -228,11 +230,14 @@ export class InstanceRegistration {
     const published = this.published;
     if (!current || !published || this.stopped || this.zk.sessionId !== current.sessionId) return;
     const { ref, parts } = buildJobList([...this.jobs.keys()], current.sessionId);
-    if (ref.list !== published.ref.list) await writeJobList(this.zk, ref, parts);
+    if (ref.list !== published.ref.list) {
+      await writeJobList(this.zk, ref, parts);
+      // The session changed meanwhile: those parts are the new session's, and no entry names them.
+      if (this.zk.sessionId !== current.sessionId) return void (await deleteJobList(this.zk, ref));
+    }
     const previous = instanceEntryCodec.decode(Buffer.from(published.data), registryPaths.instance(this.options.instanceId));
     const data = instanceEntryCodec.encode({ ...previous, state: this.state, jobs: ref }).toString('utf8');
     if (data === published.data) return;
-    if (this.zk.sessionId !== current.sessionId) return;
     await this.zk.set(registryPaths.instance(this.options.instanceId), data);
     this.published = { ref, data };
     if (ref.list !== published.ref.list) await deleteJobList(this.zk, published.ref);

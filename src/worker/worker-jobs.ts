@@ -34,6 +34,8 @@ export class WorkerJobs {
   /** Configs of data-defined jobs no longer followed: a run of one under way when it went still reads its config. */
   private readonly unfollowedConfigs = new Map<string, JobConfig>();
   private generic: GenericJobs | undefined;
+  /** The first reads of the code's jobs' nodes still under way, by job. */
+  private readonly unread = new Map<string, Promise<unknown>>();
 
   constructor(private readonly options: WorkerJobsOptions) {
     const { zk, jobs, log } = options;
@@ -57,14 +59,27 @@ export class WorkerJobs {
   }
 
   /**
-   * Starts the watches of the code's jobs, the soonest to fire first, alongside the registration:
-   * it then needs no read of its own to know which configs are stored ({@link configStored}), and the
-   * first requests run with the stored configs rather than the definitions'. Resolves once all loaded.
+   * Starts the watches of the code's jobs, the soonest to fire first, beside the registration, which
+   * does not wait for them ({@link configRead}, {@link configStored}). Resolves once all loaded.
    */
   async watch(): Promise<void> {
     const order = soonestFirst([...this.definitions.values()], (definition) => definition.config, Date.now());
-    const caches = order.flatMap(({ name }) => [this.configCaches.get(name), this.reshardFlags.get(name)]);
-    await Promise.all(caches.map((cache) => cache?.start()));
+    await Promise.all(
+      order.map(({ name }) => {
+        const read = Promise.all([this.configCaches.get(name)?.start(), this.reshardFlags.get(name)?.start()]);
+        this.unread.set(name, read);
+        return read.finally(() => this.unread.delete(name));
+      }),
+    );
+  }
+
+  /**
+   * The first read of the job's stored config while it is under way, else undefined: a request of a
+   * job whose config was not read yet waits for it (a worker of 100,000 jobs is registered before it
+   * has read them all), and runs with what is stored rather than with its definition.
+   */
+  configRead(job: string): Promise<unknown> | undefined {
+    return this.unread.get(job);
   }
 
   /** True when the job's config is stored, as its watch read it once its load in progress ended; false also when not watched. */

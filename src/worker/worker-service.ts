@@ -251,11 +251,11 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       zk.on('lost', () => void this.onSessionLost()),
       zk.on('session:renewed', () => void this.startIncarnation().catch((err) => this.log.error({ err }, 'could not register again'))),
     );
-    const watching = this.jobs.watch();
-    // Its failure is told below, after the registration's.
-    watching.catch(() => undefined);
+    // The configs' watches load beside the registration and after it: a worker of 100,000 jobs is
+    // registered (the leader gives it items) well before it has read them all, and a request of a
+    // job whose config is not read yet waits for that read (process).
+    this.jobs.watch().catch((err: unknown) => this.log.error({ err }, 'could not read the stored configs of the jobs; they are read again on reconnect'));
     await this.startIncarnation();
-    await watching;
     await this.jobs.start();
     this.watchdog = setInterval(() => this.checkOwnership(), 100);
     this.watchdog.unref();
@@ -339,8 +339,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
 
   /**
    * Registers a new incarnation and consumes its queue. The consumers start first: the leader sends
-   * a job's requests once the job's instance node is there, and a worker of 100,000 jobs creates
-   * those for the jobs that fire soonest long before it has registered the last one.
+   * requests as soon as it reads the instance entry.
    */
   private async startIncarnation(): Promise<void> {
     await WorkerService.closeAll(this.consumers.splice(0), true);
@@ -417,6 +416,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       await this.fires.itemEnded(undefined, request);
       throw new ShardcronError(ErrorCodes.INVALID_CONFIG, `this instance has no handler for job ${request.job}`, { job: request.job });
     }
+    const reading = this.jobs.configRead(request.job);
+    if (reading) await reading.catch(() => undefined);
     const takenAt = Date.now();
     const early = request.fireTime > takenAt;
     this.adjustTaking(early, this.jobs.config(request.job).monitorExecution);

@@ -92,6 +92,34 @@ describe('InstanceDirectory', () => {
     expect(await zk.children(registryPaths.jobLists())).toEqual([]);
   });
 
+  it('tells a new incarnation under the same id as the old one leaving, also when its entry is made again at once', async () => {
+    await putInstance(writer, 'w', info({ queue: 'q-old' }), ['j1']);
+    const { directory, seen } = await follow();
+    // The same id with a new queue, as a worker registering again on a new session writes it.
+    await setInstance(writer, 'w', info({ queue: 'q-new' }), ['j1']);
+    await waitFor(() => directory.instanceOf('j1', 'w')?.queue === 'q-new', { message: 'new incarnation' });
+    expect(seen).toEqual(['joined w j1', 'left w j1', 'joined w j1']);
+    // Deleted and made again before the directory lists the children: still read anew.
+    await writer.delete(registryPaths.instance('w'));
+    await putInstance(writer, 'w', info({ queue: 'q-third' }), ['j1']);
+    await waitFor(() => directory.instanceOf('j1', 'w')?.queue === 'q-third', { message: 'entry made again' });
+    expect(seen.slice(3)).toEqual(['left w j1', 'joined w j1']);
+    expect(directory.knownQueues()).toEqual(new Set(['q-third']));
+  });
+
+  it('knows the queue of a live entry whose list it cannot read, and none while an entry cannot be decoded', async () => {
+    await putInstance(writer, 'w', info({ queue: 'qw' }), ['j1']);
+    const { directory } = await follow();
+    const list = '0123456789abcdef-gone';
+    await writer.set(registryPaths.instance('w'), JSON.stringify({ ...info({ queue: 'qw', state: 'draining' }), jobs: { list, parts: 1, count: 1 } }));
+    // Its new list is missing, but its state change goes in, and its queue stays known.
+    await waitFor(() => directory.instanceOf('j1', 'w')?.state === 'draining', { message: 'state change beside an unreadable list' });
+    expect(directory.knownQueues()).toEqual(new Set(['qw']));
+    await putInstance(writer, 'x', info({ queue: 'qx' }), ['j1']);
+    await writer.set(registryPaths.instance('x'), '{not json');
+    await waitFor(() => directory.knownQueues() === undefined, { message: 'undecodable entry' });
+  });
+
   it('keeps one set of names for instances that run the same jobs', async () => {
     await putInstance(writer, 'a', info({ queue: 'qa' }), ['j1', 'j2']);
     const other = await connectZk(server.connectionString, { namespace });
@@ -118,7 +146,7 @@ describe('InstanceDirectory', () => {
     await writer.set(registryPaths.jobListPart(data.jobs.list, 0), 'j1');
     const list = '0123456789abcdef-bad';
     await writer.create(registryPaths.jobListPart(list, 0), 'not a job!', 'ephemeral');
-    await writer.set(registryPaths.instance('w'), JSON.stringify({ ...info({ queue: 'q3' }), jobs: { list, parts: 1, count: 1 } }));
+    await writer.set(registryPaths.instance('w'), JSON.stringify({ ...info({ queue: 'q2' }), jobs: { list, parts: 1, count: 1 } }));
     await waitFor(() => problems.has(registryPaths.jobListPart(list, 0)), { message: 'list reported' });
     expect((problems.get(registryPaths.jobListPart(list, 0)) as { code: string }).code).toBe(ErrorCodes.CORRUPT_DATA);
     expect(directory.instanceOf('j1', 'w')?.queue).toBe('q2');

@@ -70,6 +70,8 @@ export class InstanceDirectory {
   private readonly sets = new Map<string, { names: ReadonlySet<string>; users: number }>();
   private readonly loads = new Set<Promise<void>>();
   private readonly retries = new Map<string, NodeJS.Timeout>();
+  /** The list part reported unreadable, by instance: cleared once the instance reads or goes. */
+  private readonly listProblems = new Map<string, string>();
   private readonly log: Logger;
   private closed = false;
 
@@ -132,6 +134,20 @@ export class InstanceDirectory {
     return instance?.jobs.has(job) ? instance.live.info : undefined;
   }
 
+  /**
+   * The queue of every live entry, read or not yet (its list still loading, or unreadable); undefined
+   * while an entry cannot be decoded. What tells a dead incarnation's queue from a live one: a live
+   * worker whose list the directory could not read must not have its queue taken away.
+   */
+  knownQueues(): Set<string> | undefined {
+    const queues = new Set<string>();
+    for (const entry of this.cache.values()) {
+      if (!entry.data) return undefined;
+      queues.add(entry.data.queue);
+    }
+    return queues;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     for (const timer of this.retries.values()) clearTimeout(timer);
@@ -148,13 +164,20 @@ export class InstanceDirectory {
     const instanceId = entry.name;
     this.options.listener?.valid?.(registryPaths.instance(instanceId));
     const current = this.applied.get(instanceId);
-    if (current && current.list === data.jobs.list) {
-      this.wanted.delete(instanceId);
-      const info = infoOf(data);
-      if (sameInfo(current.live.info, info)) return;
+    const info = infoOf(data);
+    if (current && current.live.info.queue !== info.queue) {
+      // Another incarnation under the same id (its session ended and it registered again while we
+      // looked away): the old one is gone, with its queue, whatever the new one runs.
+      this.forget(instanceId);
+    } else if (current && !sameInfo(current.live.info, info)) {
+      // A state change goes in now, even while a new list is read (or cannot be).
       const next: DirectoryInstance = { ...current, live: Object.freeze({ instanceId, info }) };
       this.applied.set(instanceId, next);
       this.options.listener?.changed?.(next.live, current.live.info, [...current.jobs]);
+    }
+    const applied = this.applied.get(instanceId);
+    if (applied && applied.list === data.jobs.list) {
+      this.wanted.delete(instanceId);
       return;
     }
     if (this.wanted.get(instanceId) === data.jobs.list) return;
@@ -170,7 +193,6 @@ export class InstanceDirectory {
     if (!names || names.size !== ref.count) {
       try {
         names = new Set(await readJobList(this.zk, ref));
-        this.options.listener?.valid?.(registryPaths.jobListPart(ref.list, 0));
       } catch (err) {
         if (this.wanted.get(instanceId) !== ref.list || this.closed) return;
         if (hasCode(err, ErrorCodes.ZK_NO_NODE)) {
@@ -181,7 +203,10 @@ export class InstanceDirectory {
         }
         if (hasCode(err, ErrorCodes.CORRUPT_DATA)) {
           this.log.error({ err, instanceId }, 'unreadable job list of a worker instance; its last good list stays in force');
-          this.options.listener?.invalid?.(registryPaths.jobListPart(ref.list, 0), err);
+          this.clearListProblem(instanceId);
+          const path = registryPaths.jobListPart(ref.list, 0);
+          this.listProblems.set(instanceId, path);
+          this.options.listener?.invalid?.(path, err);
           return;
         }
         this.log.warn({ err, instanceId }, 'could not read the job list of a worker instance; trying again');
@@ -193,8 +218,16 @@ export class InstanceDirectory {
     // Only the list wanted last, of an entry still there.
     if (this.closed || this.wanted.get(instanceId) !== ref.list || !this.cache.has(instanceId)) return;
     this.wanted.delete(instanceId);
+    this.clearListProblem(instanceId);
     const latest = this.cache.get(instanceId)?.data ?? data;
     this.apply(instanceId, latest.jobs.list === ref.list ? latest : data, names);
+  }
+
+  private clearListProblem(instanceId: string): void {
+    const path = this.listProblems.get(instanceId);
+    if (path === undefined) return;
+    this.listProblems.delete(instanceId);
+    this.options.listener?.valid?.(path);
   }
 
   private apply(instanceId: string, data: InstanceEntryData, names: ReadonlySet<string>): void {
@@ -202,6 +235,7 @@ export class InstanceDirectory {
     let shared = this.sets.get(hash);
     if (!shared) this.sets.set(hash, (shared = { names, users: 0 }));
     shared.users += 1;
+    if (this.applied.get(instanceId)?.live.info.queue !== data.queue) this.forget(instanceId);
     const previous = this.applied.get(instanceId);
     const next: DirectoryInstance = {
       instanceId,
@@ -227,10 +261,16 @@ export class InstanceDirectory {
 
   private onRemoved(instanceId: string): void {
     this.options.listener?.valid?.(registryPaths.instance(instanceId));
+    this.clearListProblem(instanceId);
     this.wanted.delete(instanceId);
     const timer = this.retries.get(instanceId);
     if (timer) clearTimeout(timer);
     this.retries.delete(instanceId);
+    this.forget(instanceId);
+  }
+
+  /** The instance (this incarnation of it) is gone: it left every job it ran. */
+  private forget(instanceId: string): void {
     const previous = this.applied.get(instanceId);
     if (!previous) return;
     this.applied.delete(instanceId);

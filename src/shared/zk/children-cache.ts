@@ -168,7 +168,9 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
 
   /** @internal From the group: a child's data watch fired (set by {@link readChild}). */
   override onChildWatch(event: ZkWatchEvent): void {
-    if (this.closed || !this.decode || event.type !== 'dataChanged') return;
+    // A child deleted is re-read too: made again before the listing that follows (an ephemeral
+    // node of a new session under the same name), it is a new node the listing alone would miss.
+    if (this.closed || !this.decode || (event.type !== 'dataChanged' && event.type !== 'deleted')) return;
     (this.staleData ??= new Set()).add(event.path.slice(this.childPath('').length));
     void this.reload();
   }
