@@ -25,11 +25,17 @@ export class QueueMoves {
    * since the enqueue was planned got requests it will not run, and its queue may have been moved
    * already; it is moved (again), which is what failover would do. `instance` reads the job's view.
    */
-  afterEnqueue(queues: Iterable<readonly [string, string]>, instance: (instanceId: string) => InstanceInfo | undefined): void {
+  afterEnqueue(
+    queues: Iterable<readonly [string, string]>,
+    instance: (instanceId: string) => InstanceInfo | undefined,
+    /** When given: `job`, and whether the instance still runs it (one that let it go keeps its queue). */
+    job?: { name: string; runs: (instanceId: string) => boolean },
+  ): void {
     for (const [instanceId, queue] of queues) {
       const info = instance(instanceId);
       if (!info || info.queue !== queue) this.schedule(instanceId, queue, 'lost');
       else if (info.state === 'draining') this.schedule(instanceId, queue, 'draining');
+      else if (job && !job.runs(instanceId)) this.scheduleJobs(instanceId, queue, [job.name]);
     }
   }
 

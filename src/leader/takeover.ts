@@ -37,8 +37,8 @@ export interface TakeoverDeps {
   chain: TaskChain;
   moves: QueueMoves;
   jobs: ReadonlyMap<string, JobState>;
-  /** The queues of every live instance, or undefined while the instances are not loaded. */
-  liveQueues(): ReadonlySet<string> | undefined;
+  /** The queues of every live instance, and the ids of entries that cannot be read; undefined while not loaded. */
+  liveQueues(): { queues: ReadonlySet<string>; unreadable: ReadonlySet<string> } | undefined;
   /** How long before its nominal time a prepared fire is enqueued. */
   deliveryLeadMs(): number;
   /** Lays out a job's item nodes (one that never fired may have none). */
@@ -71,13 +71,11 @@ export class Takeover {
 
   /** Queues of instances that died while no leader watched are handled like any lost instance. */
   async sweepOrphanedQueues(): Promise<void> {
-    const live = this.deps.liveQueues();
-    // Without every live instance known, its queue would look orphaned: swept at the next takeover.
-    if (!live) {
-      this.deps.log.warn('an instance entry cannot be read: queues of instances that died while no leader watched are not swept now');
-      return;
-    }
-    const orphans = await findOrphanedQueues(this.deps.redis, this.deps.queues.prefix, this.deps.zk.options.namespace, live);
+    const known = this.deps.liveQueues();
+    // Without the instances loaded every queue would look orphaned.
+    if (!known) return;
+    // An entry that cannot be decoded may be a live worker's: its queues stay (its id is in the name).
+    const orphans = (await findOrphanedQueues(this.deps.redis, this.deps.queues.prefix, this.deps.zk.options.namespace, known.queues)).filter(({ from }) => !known.unreadable.has(from));
     for (const { from, queue } of orphans) this.deps.moves.schedule(from, queue, 'lost');
   }
 
@@ -145,7 +143,7 @@ export class Takeover {
         // As behind a fire's enqueue (FireLoop.release); a replay deferred to its fire time may come
         // after the orphan sweep moved a dead target's queue. A job removed meanwhile has a closed
         // view that knows no instance: nothing to tell from it.
-        if (this.deps.jobs.get(job) === state) this.deps.moves.afterEnqueue(queues, (id) => state.view.liveInstance(id));
+        if (this.deps.jobs.get(job) === state) this.deps.moves.afterEnqueue(queues, (id) => state.view.liveInstance(id), { name: job, runs: (id) => state.view.instance(id) !== undefined });
       },
       'deferred enqueue failed',
     );

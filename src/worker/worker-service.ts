@@ -416,8 +416,17 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       await this.fires.itemEnded(undefined, request);
       throw new ShardcronError(ErrorCodes.INVALID_CONFIG, `this instance has no handler for job ${request.job}`, { job: request.job });
     }
+    // The signal of when it was taken: an abort meanwhile (session lost, forced shutdown) swaps in a
+    // new controller, and this request must not run under that one.
+    const signal = this.abortAll.signal;
     const reading = this.jobs.configRead(request.job);
-    if (reading) await reading.catch(() => undefined);
+    if (reading) {
+      await reading.catch(() => undefined);
+      if (signal.aborted) {
+        await this.putBack(job, token);
+        throw new WaitingError();
+      }
+    }
     const takenAt = Date.now();
     const early = request.fireTime > takenAt;
     this.adjustTaking(early, this.jobs.config(request.job).monitorExecution);
@@ -425,7 +434,6 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     // it, and take the item lock meanwhile, so that at the fire time only the timer they share
     // stands before the handler.
     const ahead = early ? this.executor.lockAhead(request) : undefined;
-    const signal = this.abortAll.signal;
     const due = await this.alarm.wait(Math.min(request.fireTime, takenAt + MAX_EARLY_HOLD_MS), signal);
     const lockedAhead = await ahead;
     if (!due || signal.aborted) {

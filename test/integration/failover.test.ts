@@ -109,6 +109,18 @@ describe('FailoverCoordinator.moveQueue (real ZooKeeper and Redis)', () => {
     expect(onB.map((j) => (j.data as ExecutionRequest).item).sort()).toEqual([0, 1]);
   });
 
+  it('a live instance that let a job go has that job\'s waiting requests moved, and keeps its queue with the others', async () => {
+    const fire = Date.now() - 1_000;
+    const other: ExecutionRequest = { job: 'kept', item: 0, fireTime: fire, source: 'NORMAL', epoch: 1 };
+    await pool.enqueue(new Map([['q-a', [request(0, fire), request(1, fire), other]]]));
+    const moved: string[] = [];
+    await coordinator(moved).moveQueue('a', 'q-a', 'draining', new Set([JOB]));
+    expect(moved.sort()).toEqual([`0@${fire}->b`, `1@${fire}->b`]);
+    const left = await pool.get('q-a').getJobs(['wait', 'delayed', 'prioritized']);
+    expect(left.map((j) => (j.data as ExecutionRequest).job)).toEqual(['kept']);
+    expect(await pool.get('q-a').getJobCounts('wait')).toEqual({ wait: 1 });
+  });
+
   it('a draining instance with nowhere to send its requests keeps them; they move when it leaves', async () => {
     const fire = Date.now() - 1_000;
     await pool.enqueue(new Map([['q-a', [request(0, fire), request(1, fire)]]]));

@@ -104,20 +104,24 @@ describe('InstanceDirectory', () => {
     await putInstance(writer, 'w', info({ queue: 'q-third' }), ['j1']);
     await waitFor(() => directory.instanceOf('j1', 'w')?.queue === 'q-third', { message: 'entry made again' });
     expect(seen.slice(3)).toEqual(['left w j1', 'joined w j1']);
-    expect(directory.knownQueues()).toEqual(new Set(['q-third']));
+    expect(directory.knownQueues()).toEqual({ queues: new Set(['q-third']), unreadable: new Set() });
   });
 
-  it('knows the queue of a live entry whose list it cannot read, and none while an entry cannot be decoded', async () => {
+  it('knows the queue of a live entry whose list it cannot read, and the id of an entry it cannot decode', async () => {
     await putInstance(writer, 'w', info({ queue: 'qw' }), ['j1']);
     const { directory } = await follow();
     const list = '0123456789abcdef-gone';
     await writer.set(registryPaths.instance('w'), JSON.stringify({ ...info({ queue: 'qw', state: 'draining' }), jobs: { list, parts: 1, count: 1 } }));
     // Its new list is missing, but its state change goes in, and its queue stays known.
     await waitFor(() => directory.instanceOf('j1', 'w')?.state === 'draining', { message: 'state change beside an unreadable list' });
-    expect(directory.knownQueues()).toEqual(new Set(['qw']));
+    expect(directory.knownQueues().queues).toEqual(new Set(['qw']));
+    // Undecodable after a good reading: its last good queue; never read: its id, queue unknown.
     await putInstance(writer, 'x', info({ queue: 'qx' }), ['j1']);
+    await waitFor(() => directory.instanceOf('j1', 'x') !== undefined, { message: 'x read' });
     await writer.set(registryPaths.instance('x'), '{not json');
-    await waitFor(() => directory.knownQueues() === undefined, { message: 'undecodable entry' });
+    await writer.create(registryPaths.instance('y'), '{not json', 'ephemeral');
+    await waitFor(() => directory.knownQueues().unreadable.has('y'), { message: 'undecodable entry' });
+    expect(directory.knownQueues()).toEqual({ queues: new Set(['qw', 'qx']), unreadable: new Set(['y']) });
   });
 
   it('keeps one set of names for instances that run the same jobs', async () => {

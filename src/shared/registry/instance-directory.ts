@@ -135,17 +135,20 @@ export class InstanceDirectory {
   }
 
   /**
-   * The queue of every live entry, read or not yet (its list still loading, or unreadable); undefined
-   * while an entry cannot be decoded. What tells a dead incarnation's queue from a live one: a live
-   * worker whose list the directory could not read must not have its queue taken away.
+   * The queue of every live entry, its list read or not (still loading, or unreadable), and the ids
+   * of entries that cannot be decoded and were never read (their queue is unknown): what tells a
+   * dead incarnation's queue from a live one. A live worker whose list or entry the directory
+   * cannot read must not have its queue taken away.
    */
-  knownQueues(): Set<string> | undefined {
+  knownQueues(): { queues: Set<string>; unreadable: Set<string> } {
     const queues = new Set<string>();
+    const unreadable = new Set<string>();
     for (const entry of this.cache.values()) {
-      if (!entry.data) return undefined;
-      queues.add(entry.data.queue);
+      const queue = entry.data?.queue ?? this.applied.get(entry.name)?.live.info.queue;
+      if (queue === undefined) unreadable.add(entry.name);
+      else queues.add(queue);
     }
-    return queues;
+    return { queues, unreadable };
   }
 
   async close(): Promise<void> {

@@ -172,7 +172,8 @@ export class ChildrenCache<T = undefined> extends WatchedCache<ChildrenCacheEven
     // node of a new session under the same name), it is a new node the listing alone would miss.
     if (this.closed || !this.decode || (event.type !== 'dataChanged' && event.type !== 'deleted')) return;
     (this.staleData ??= new Set()).add(event.path.slice(this.childPath('').length));
-    void this.reload();
+    // A deletion also fires the parent's children watch, after this one, which reloads.
+    if (event.type === 'dataChanged') void this.reload();
   }
 
   protected async load(): Promise<void> {
