@@ -68,7 +68,9 @@ export interface ShardcronNode {
 
 /**
  * Starts a node with the given roles. Configuration comes from SHARDCRON_* variables, validated
- * at once (one error naming every bad variable), then from `options`, which win.
+ * at once (one error naming every bad variable), then from `options`, which win. Resolves once
+ * every role is up; a worker is then registered (the leader gives it items), while it may still be
+ * reading its jobs' stored configs, which a run waits for.
  */
 export async function startNode(options: StartNodeOptions = {}): Promise<ShardcronNode> {
   const env = loadEnvConfig(options.env ?? process.env);
