@@ -421,7 +421,7 @@ export class FireLoop {
       this.deps.events.dispatched({ job: plan.job, fireTime: plan.ledger.fireTime, source: plan.ledger.source, items, epoch: plan.ledger.epoch });
       if (!current) continue;
       const view = this.deps.jobs.get(plan.job)?.view;
-      if (view) this.deps.moves.afterEnqueue(Object.entries(plan.ledger.queues), (id) => view.liveInstance(id), { name: plan.job, runs: (id) => view.instance(id) !== undefined });
+      if (view) this.deps.moves.afterEnqueue(Object.entries(plan.ledger.queues), view);
     }
     if (!current || !this.deps.election.isLeader) return;
     await this.deps.dispatcher.recordAssignments(plans, this.deps.jobs, this.deps.election.fence()).catch((err) => {

@@ -238,17 +238,16 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       queues: this.queues,
       chain: this.chain,
       isLeader,
-      liveQueues: () => this.liveQueues('ready') ?? new Set(),
+      liveQueues: () => this.readyQueues(),
       log,
       onReconciled: (result) => this.emit('redis:reconciled', result),
     });
   }
 
-  /** Queues of the live instances in `state`; undefined while not loaded. */
-  private liveQueues(state: 'ready'): Set<string> | undefined {
-    const directory = this.registry.directory;
-    if (!directory) return undefined;
-    return new Set(directory.instances().filter((i) => i.live.info.state === state).map((i) => i.live.info.queue));
+  /** Queues of the live instances that take items (none while the instances are not loaded). */
+  private readyQueues(): Set<string> {
+    const instances = this.registry.directory?.instances() ?? [];
+    return new Set(instances.filter((i) => i.live.info.state === 'ready').map((i) => i.live.info.queue));
   }
 
   get isLeader(): boolean {

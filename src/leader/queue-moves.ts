@@ -4,7 +4,7 @@
  * jobs report the same lost instance: its queue is moved once for all of them.
  */
 import type { Logger } from '../shared/logger';
-import type { InstanceInfo } from '../shared/registry/instance-info';
+import type { JobView } from './job-view';
 import type { FailoverCoordinator, MoveReason } from './failover';
 import type { TaskChain } from './task-chain';
 
@@ -23,19 +23,15 @@ export class QueueMoves {
   /**
    * Behind an enqueue to `queues` (instance id -> queue): an instance that died or began draining
    * since the enqueue was planned got requests it will not run, and its queue may have been moved
-   * already; it is moved (again), which is what failover would do. `instance` reads the job's view.
+   * already; it is moved (again), which is what failover would do. One alive that no longer runs
+   * the job keeps its queue: only the job's requests move.
    */
-  afterEnqueue(
-    queues: Iterable<readonly [string, string]>,
-    instance: (instanceId: string) => InstanceInfo | undefined,
-    /** When given: `job`, and whether the instance still runs it (one that let it go keeps its queue). */
-    job?: { name: string; runs: (instanceId: string) => boolean },
-  ): void {
+  afterEnqueue(queues: Iterable<readonly [string, string]>, view: Pick<JobView, 'job' | 'instance' | 'liveInstance'>): void {
     for (const [instanceId, queue] of queues) {
-      const info = instance(instanceId);
+      const info = view.liveInstance(instanceId);
       if (!info || info.queue !== queue) this.schedule(instanceId, queue, 'lost');
       else if (info.state === 'draining') this.schedule(instanceId, queue, 'draining');
-      else if (job && !job.runs(instanceId)) this.scheduleJobs(instanceId, queue, [job.name]);
+      else if (!view.instance(instanceId)) this.scheduleJobs(instanceId, queue, [view.job]);
     }
   }
 

@@ -143,7 +143,7 @@ export class Takeover {
         // As behind a fire's enqueue (FireLoop.release); a replay deferred to its fire time may come
         // after the orphan sweep moved a dead target's queue. A job removed meanwhile has a closed
         // view that knows no instance: nothing to tell from it.
-        if (this.deps.jobs.get(job) === state) this.deps.moves.afterEnqueue(queues, (id) => state.view.liveInstance(id), { name: job, runs: (id) => state.view.instance(id) !== undefined });
+        if (this.deps.jobs.get(job) === state) this.deps.moves.afterEnqueue(queues, state.view);
       },
       'deferred enqueue failed',
     );

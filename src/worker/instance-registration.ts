@@ -2,7 +2,7 @@ import * as os from 'node:os';
 import { forEachLimited } from '../shared/concurrency';
 import { CoalescingRunner } from '../shared/coalescing-runner';
 import { ErrorCodes, hasCode, ShardcronError } from '../shared/errors';
-import { instanceEntryCodec, type InstanceInfo, type InstanceState, type JobListRef } from '../shared/registry/instance-info';
+import { instanceEntryCodec, type InstanceEntryData, type InstanceInfo, type InstanceState } from '../shared/registry/instance-info';
 import { buildJobList, deleteJobList, writeJobList } from '../shared/registry/job-lists';
 import { jobConfigCodec, type JobConfig } from '../shared/config/job-config';
 import { ScheduleCache } from '../shared/cron/schedule-cache';
@@ -71,8 +71,8 @@ export class InstanceRegistration {
   private state: InstanceState = 'ready';
   private current: Incarnation | undefined;
   private readonly previousSessions = new Set<string>();
-  /** The list and entry data written for the current incarnation. */
-  private published: { ref: JobListRef; data: string } | undefined;
+  /** The entry written for the current incarnation. */
+  private published: InstanceEntryData | undefined;
   /** Brings the entry in line with the jobs and the state (one run at a time, coalesced). */
   private readonly updates: CoalescingRunner;
   private retry: NodeJS.Timeout | undefined;
@@ -132,18 +132,23 @@ export class InstanceRegistration {
     const queue = instanceQueueName(this.options.namespace, this.options.instanceId, sessionId);
     await this.checkClock();
     const listed = new Set(await this.zk.children('/'));
-    const jobs = soonestFirst([...this.jobs.values()], ({ definition }) => definition.config, Date.now());
-    // Several jobs at a time: one after another, each job's few round trips made a worker of
-    // 10,000 jobs take minutes to register (issue 23); ZooKeeper pipelines a session's requests.
-    await forEachLimited(jobs, JOBS_REGISTERED_AT_ONCE, ({ definition, fromData }) => (fromData ? Promise.resolve() : this.writeConfig(definition, listed.has(definition.name))));
+    // Configs to write: a new job's, one whose definition overwrites, one announcing fire listeners
+    // (a joining worker has none of them). Several at a time, soonest to fire first: one after
+    // another, a worker of 10,000 new jobs took minutes (issue 23); a session pipelines requests.
+    const writes = [...this.jobs.values()].filter(
+      ({ definition, fromData }) => !fromData && (!listed.has(definition.name) || definition.overwrite || definition.config.fireListeners),
+    );
+    await forEachLimited(soonestFirst(writes, ({ definition }) => definition.config, Date.now()), JOBS_REGISTERED_AT_ONCE, ({ definition }) =>
+      this.writeConfig(definition, listed.has(definition.name)),
+    );
     const { ref, parts } = buildJobList([...this.jobs.keys()], sessionId);
     await writeJobList(this.zk, ref, parts);
-    const data = instanceEntryCodec.encode({ ...this.info(queue), jobs: ref });
-    await this.createEntry(data);
+    const entry = { ...this.info(queue), jobs: ref };
+    await this.createEntry(instanceEntryCodec.encode(entry));
     const before = this.published;
-    this.published = { ref, data: data.toString('utf8') };
+    this.published = entry;
     this.current = { sessionId, queue };
-    if (before && before.ref.list !== ref.list) void deleteJobList(this.zk, before.ref);
+    if (before && before.jobs.list !== ref.list) void deleteJobList(this.zk, before.jobs);
     this.options.log.info({ queue, jobs: this.jobs.size, list: ref.list }, 'instance registered');
     // Every job registered now, one added while registering too (a data-defined job: listed or not, no config of ours).
     const now = soonestFirst([...this.jobs.values()], ({ definition }) => definition.config, Date.now());
@@ -192,7 +197,7 @@ export class InstanceRegistration {
     const published = this.published;
     if (!this.current || this.zk.state !== 'connected') return;
     await this.zk.delete(registryPaths.instance(this.options.instanceId)).catch(() => undefined);
-    if (published) await deleteJobList(this.zk, published.ref);
+    if (published) await deleteJobList(this.zk, published.jobs);
     this.current = undefined;
     this.published = undefined;
   }
@@ -230,17 +235,17 @@ export class InstanceRegistration {
     const published = this.published;
     if (!current || !published || this.stopped || this.zk.sessionId !== current.sessionId) return;
     const { ref, parts } = buildJobList([...this.jobs.keys()], current.sessionId);
-    if (ref.list !== published.ref.list) {
+    const listChanged = ref.list !== published.jobs.list;
+    if (!listChanged && this.state === published.state) return;
+    if (listChanged) {
       await writeJobList(this.zk, ref, parts);
       // The session changed meanwhile: those parts are the new session's, and no entry names them.
       if (this.zk.sessionId !== current.sessionId) return void (await deleteJobList(this.zk, ref));
     }
-    const previous = instanceEntryCodec.decode(Buffer.from(published.data), registryPaths.instance(this.options.instanceId));
-    const data = instanceEntryCodec.encode({ ...previous, state: this.state, jobs: ref }).toString('utf8');
-    if (data === published.data) return;
-    await this.zk.set(registryPaths.instance(this.options.instanceId), data);
-    this.published = { ref, data };
-    if (ref.list !== published.ref.list) await deleteJobList(this.zk, published.ref);
+    const entry = { ...published, state: this.state, jobs: ref };
+    await this.zk.set(registryPaths.instance(this.options.instanceId), instanceEntryCodec.encode(entry));
+    this.published = entry;
+    if (listChanged) await deleteJobList(this.zk, published.jobs);
   }
 
   private retryUpdate(): void {
@@ -280,7 +285,7 @@ export class InstanceRegistration {
     const configPath = registryPaths.jobConfig(job.name);
     if (!listed && (await this.createJobNodes(job, configPath))) return;
     // Encoded (and validated) only when written: a joining worker writes none of its 100,000 configs.
-    const created = !listed && (await this.createUnlessExists(configPath, jobConfigCodec.encode(job.config)));
+    const created = !listed && (await this.zk.createUnlessExists(configPath, jobConfigCodec.encode(job.config)));
     if (!created && job.overwrite) await this.zk.set(configPath, jobConfigCodec.encode(job.config));
     else if (!created && job.config.fireListeners) await this.announceFireListeners(job.name, configPath);
   }
@@ -317,7 +322,7 @@ export class InstanceRegistration {
       if (this.stopped || !this.jobs.has(definition.name)) return;
       try {
         if (listed && !fromData && configStored && !(await configStored(definition.name))) {
-          await this.createUnlessExists(registryPaths.jobConfig(definition.name), jobConfigCodec.encode(definition.config));
+          await this.zk.createUnlessExists(registryPaths.jobConfig(definition.name), jobConfigCodec.encode(definition.config));
         }
         await this.ensureServer(definition.name);
       } catch (err) {
@@ -330,25 +335,7 @@ export class InstanceRegistration {
     const serverPath = registryPaths.jobServer(job, this.options.ip);
     // Asked with exists, a read ZooKeeper answers from memory, not with a create that fails: that
     // is a transaction the server logs (and, with forceSync, syncs to disk).
-    if (!(await this.zk.exists(serverPath))) await this.createUnlessExists(serverPath, 'ENABLED');
-  }
-
-  /**
-   * Creates a persistent node; false when it exists. Its parents are made only when missing: a
-   * worker restarting finds them all, and mkdirp's create per path segment, for each of a job's
-   * nodes, was most of the time 10,000 jobs took to register.
-   */
-  private async createUnlessExists(path: string, data: string | Buffer): Promise<boolean> {
-    for (let attempt = 0; ; attempt += 1) {
-      try {
-        await this.zk.create(path, data);
-        return true;
-      } catch (err) {
-        if (hasCode(err, ErrorCodes.ZK_NODE_EXISTS)) return false;
-        if (!hasCode(err, ErrorCodes.ZK_NO_NODE) || attempt > 0) throw err;
-      }
-      await this.zk.ensurePath(path.slice(0, path.lastIndexOf('/')));
-    }
+    if (!(await this.zk.exists(serverPath))) await this.zk.createUnlessExists(serverPath, 'ENABLED');
   }
 
   /**

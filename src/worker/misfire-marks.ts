@@ -67,12 +67,5 @@ export class MisfireMarks {
  * the last.
  */
 export async function createItemNode(zk: ZkClient, path: string, data = ''): Promise<void> {
-  try {
-    await zk.create(path, data);
-  } catch (err) {
-    if (is(err, ErrorCodes.ZK_NODE_EXISTS)) return;
-    if (!is(err, ErrorCodes.ZK_NO_NODE)) throw err;
-    await zk.ensurePath(path.slice(0, path.lastIndexOf('/')));
-    await createItemNode(zk, path, data);
-  }
+  await zk.createUnlessExists(path, data);
 }

@@ -9,7 +9,7 @@
  * session follows, so that two writers of the same list never write the same nodes.
  */
 import { createHash } from 'node:crypto';
-import { ErrorCodes, hasCode, ShardcronError } from '../errors';
+import { ErrorCodes, ShardcronError } from '../errors';
 import type { ZkClient } from '../zk';
 import { MAX_JOB_LIST_PARTS, type JobListRef } from './instance-info';
 import { isValidJobName, registryPaths } from './registry-paths';
@@ -71,21 +71,7 @@ export async function readJobList(zk: ZkClient, ref: JobListRef): Promise<string
 
 /** Writes a list's parts (ephemeral, of the client's session); parts already there are this list's. */
 export async function writeJobList(zk: ZkClient, ref: JobListRef, parts: readonly string[]): Promise<void> {
-  await Promise.all(
-    parts.map(async (text, part) => {
-      const path = registryPaths.jobListPart(ref.list, part);
-      for (let attempt = 0; ; attempt += 1) {
-        try {
-          await zk.create(path, text, 'ephemeral');
-          return;
-        } catch (err) {
-          if (hasCode(err, ErrorCodes.ZK_NODE_EXISTS)) return;
-          if (!hasCode(err, ErrorCodes.ZK_NO_NODE) || attempt > 0) throw err;
-        }
-        await zk.ensurePath(registryPaths.jobLists());
-      }
-    }),
-  );
+  await Promise.all(parts.map((text, part) => zk.createUnlessExists(registryPaths.jobListPart(ref.list, part), text, 'ephemeral')));
 }
 
 /** Deletes a list's parts; best effort (they go with the session anyway). */

@@ -1,5 +1,5 @@
 import type * as zookeeper from 'node-zookeeper-client';
-import { ErrorCodes, ShardcronError } from '../errors';
+import { ErrorCodes, hasCode, ShardcronError } from '../errors';
 import { silentLogger, type Logger } from '../logger';
 import { TypedEmitter } from '../typed-emitter';
 import { backoffDelayMs, sleep } from './backoff';
@@ -113,6 +113,24 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
       retry,
     );
     return this.ns.rel(created as string);
+  }
+
+  /**
+   * Creates a node unless it exists; false when it did. Its parents (persistent, empty) are made
+   * only when the create finds one missing: one request when they exist, as they almost always
+   * do, where {@link ensurePath} sends a create per level of the path.
+   */
+  async createUnlessExists(path: string, data?: ZkData, mode: ZkCreateMode = 'persistent'): Promise<boolean> {
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        await this.create(path, data, mode);
+        return true;
+      } catch (err) {
+        if (hasCode(err, ErrorCodes.ZK_NODE_EXISTS)) return false;
+        if (!hasCode(err, ErrorCodes.ZK_NO_NODE) || attempt > 0) throw err;
+      }
+      await this.ensurePath(path.slice(0, path.lastIndexOf('/')));
+    }
   }
 
   /** Creates `path` and any missing parents (persistent, empty); existing nodes are left alone. */
