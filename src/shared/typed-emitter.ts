@@ -44,13 +44,22 @@ export class TypedEmitter<E extends EventMap> {
 
   protected emit<K extends keyof E>(event: K, payload: E[K]): void {
     const set = this.listeners.get(event);
-    if (!set) return;
-    for (const listener of [...set]) {
-      try {
-        (listener as Listener<E[K]>)(payload);
-      } catch (err) {
-        this.emitterLogger.error({ err, event: String(event) }, 'event listener threw; ignored');
-      }
+    if (!set || set.size === 0) return;
+    // A worker emits twice per item run: one listener, the usual case, is called without copying
+    // the set (the copy keeps a listener added by another from being called for this event).
+    if (set.size === 1) {
+      const [only] = set;
+      this.call(only as Listener<E[K]>, event, payload);
+      return;
+    }
+    for (const listener of [...set]) this.call(listener as Listener<E[K]>, event, payload);
+  }
+
+  private call<K extends keyof E>(listener: Listener<E[K]>, event: K, payload: E[K]): void {
+    try {
+      listener(payload);
+    } catch (err) {
+      this.emitterLogger.error({ err, event: String(event) }, 'event listener threw; ignored');
     }
   }
 

@@ -88,8 +88,8 @@ export class ItemExecutor {
   private readonly leases: LeaseItemLock | undefined;
   private readonly turns: ItemTurns;
   private readonly calls: HandlerCalls;
-  /** Each cron schedule, parsed once per config, for the limit of a catch-up wait. */
-  private readonly schedules = new WeakMap<JobConfig, CronSchedule | null>();
+  /** Each config's cron schedule, parsed once, and its last answer (nextFireAfter): the limit of a catch-up wait. */
+  private readonly nextFires = new WeakMap<JobConfig, { readonly schedule: CronSchedule | null; from: number; fire: number }>();
   /** The error of each request whose run failed, until the worker takes it ({@link takeFailure}). */
   private readonly failures = new WeakMap<ExecutionRequest, unknown>();
 
@@ -369,17 +369,28 @@ export class ItemExecutor {
     await this.ctx.zk.delete(registryPaths.shardingFailover(request.job, request.item)).catch(() => undefined);
   }
 
-  /** The job's first fire after `after`; never when it has no cron (a trigger-only job). */
+  /**
+   * The job's first fire after `after`; never when it has no cron (a trigger-only job). Every item
+   * of a fire asks with nearly the same `after`, so the last answer is kept per config: for any
+   * `after` from the one it was computed for up to the fire it gave, the next fire is that fire.
+   */
   private nextFireAfter(config: JobConfig, after: number): number {
-    let schedule = this.schedules.get(config);
-    if (schedule === undefined) {
+    let next = this.nextFires.get(config);
+    if (next === undefined) {
+      let schedule: CronSchedule | null;
       try {
         schedule = config.cron ? parseCron(config.cron, config.timeZone) : null;
       } catch {
         schedule = null; // the leader refuses such a config; here it only lifts the limit
       }
-      this.schedules.set(config, schedule);
+      next = { schedule, from: Number.NaN, fire: Number.NaN };
+      this.nextFires.set(config, next);
     }
-    return schedule?.next(after) ?? Number.POSITIVE_INFINITY;
+    if (!next.schedule) return Number.POSITIVE_INFINITY;
+    if (!(after >= next.from && after < next.fire)) {
+      next.from = after;
+      next.fire = next.schedule.next(after) ?? Number.POSITIVE_INFINITY;
+    }
+    return next.fire;
   }
 }

@@ -53,6 +53,26 @@ describe('TypedEmitter', () => {
     expect(seen).toEqual(['first', 'second']);
   });
 
+  it('calls a lone listener once, not one it subscribes while it runs, and logs it if it throws', () => {
+    const errors: unknown[] = [];
+    const logger = { error: (obj: unknown) => errors.push(obj) } as unknown as Logger;
+    const e = new Emitter(logger);
+    const seen: string[] = [];
+    e.once('ping', ({ n }) => {
+      seen.push(`once${n}`);
+      e.on('ping', ({ n: m }) => seen.push(`late${m}`));
+    });
+    e.fire('ping', { n: 1 });
+    e.fire('ping', { n: 2 });
+    expect(seen).toEqual(['once1', 'late2']);
+    e.clear();
+    e.on('pong', () => {
+      throw new Error('boom');
+    });
+    e.fire('pong', { n: 3 });
+    expect(errors).toHaveLength(1);
+  });
+
   it('logs a listener that throws and goes on with the others', () => {
     const errors: unknown[] = [];
     const logger = { error: (obj: unknown) => errors.push(obj) } as unknown as Logger;
