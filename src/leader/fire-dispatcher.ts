@@ -40,6 +40,20 @@ export interface JobState {
   ownerNodes?: number | Set<number>;
   /** Items whose `sharding/{i}/instance` node could not be written yet; retried with the next fire. */
   unrecorded?: Set<number>;
+  /** The job's view has loaded (JobRegistry). */
+  loaded: boolean;
+  /** The job's takeover work has begun: a job loading while leadership begins is prepared once (JobRegistry). */
+  prepared: boolean;
+}
+
+/**
+ * A job's state as a leader or standby first holds it. Every field a leader sets on most jobs is
+ * there from the start: one added later moves the object's fields past its four in-object slots
+ * into a property array of their own, about 40 bytes more per job, and the two sets that said
+ * "loaded" and "prepared" cost 8 MB at 100,000 jobs (a heap snapshot of the leader-rss tool).
+ */
+export function newJobState(view: JobView): JobState {
+  return { view, assignment: undefined, needsReshard: true, ledgerReady: false, reshards: 0, ownerNodes: undefined, unrecorded: undefined, loaded: false, prepared: false };
 }
 
 /** Items below this are bits of {@link JobState.ownerNodes}. */

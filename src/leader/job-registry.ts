@@ -15,7 +15,8 @@ import { ErrorCodes, hasCode } from '../shared/errors';
 import { InstanceDirectory, type InstanceDirectoryListener } from '../shared/registry/instance-directory';
 import { isValidJobName, registryPaths } from '../shared/registry/registry-paths';
 import { ChildrenCache, type ZkClient } from '../shared/zk';
-import type { FireDispatcher, JobState } from './fire-dispatcher';
+import { tightenHeapGrowth } from '../shared/heap-growth';
+import { newJobState, type FireDispatcher, type JobState } from './fire-dispatcher';
 import type { Fence } from './leader-election';
 import { JobView, type JobViewListener, type LiveInstance } from './job-view';
 
@@ -72,10 +73,6 @@ export class JobRegistry {
   private views: Promise<void> | undefined;
   /** Whether this process leads: a job loaded now is prepared and scheduled as well. */
   private leading = false;
-  /** Jobs whose takeover work has begun: a job loading while leadership begins is prepared once. */
-  private prepared = new WeakSet<JobState>();
-  /** Jobs whose view has loaded. */
-  private loaded = new WeakSet<JobState>();
   /** Jobs whose item nodes are to be laid out (job -> item count), one run at a time. */
   private readonly unlaid = new Map<string, number>();
   private readonly layout = new CoalescingRunner(
@@ -147,6 +144,16 @@ export class JobRegistry {
    * when leadership changed meanwhile.
    */
   async load(soonPrepared: () => void = () => undefined): Promise<boolean> {
+    // The load and the takeover's reads after it, like the views' load alone (loadViews).
+    const loosen = tightenHeapGrowth();
+    try {
+      return await this.loadAndPrepare(soonPrepared);
+    } finally {
+      loosen();
+    }
+  }
+
+  private async loadAndPrepare(soonPrepared: () => void): Promise<boolean> {
     this.leading = true;
     this.views ??= this.loadViews(++this.generation);
     const generation = this.generation;
@@ -167,7 +174,7 @@ export class JobRegistry {
         JOBS_LOADING_AT_ONCE,
         async ({ name, state }) => {
           await this.loading.get(name);
-          if (this.loaded.has(state)) await this.prepare(name, state, generation);
+          if (state.loaded) await this.prepare(name, state, generation);
         },
       );
     // At 100,000 jobs the every-second ones dispatched 7.3 s after the election when they waited
@@ -194,6 +201,16 @@ export class JobRegistry {
   }
 
   private async loadViews(generation: number): Promise<void> {
+    // The load's peak was the process's highest (docs/design-notes.md, "Leader memory").
+    const loosen = tightenHeapGrowth();
+    try {
+      await this.loadAllViews(generation);
+    } finally {
+      loosen();
+    }
+  }
+
+  private async loadAllViews(generation: number): Promise<void> {
     // The instances first: a view reads its job's from the directory as soon as it loads.
     const directory = new InstanceDirectory(this.deps.zk, { log: this.deps.log, listener: this.directoryListener });
     this.instanceDirectory = directory;
@@ -217,8 +234,6 @@ export class JobRegistry {
     this.generation += 1;
     this.leading = false;
     this.views = undefined;
-    this.prepared = new WeakSet();
-    this.loaded = new WeakSet();
     const cache = this.jobsCache;
     this.jobsCache = undefined;
     const directory = this.instanceDirectory;
@@ -298,7 +313,7 @@ export class JobRegistry {
     const directory = this.instanceDirectory;
     if (!directory) return;
     const view = new JobView(this.deps.zk, name, this.deps.log, directory);
-    const state: JobState = { view, assignment: undefined, needsReshard: true, ledgerReady: false };
+    const state = newJobState(view);
     this.jobs.set(name, state);
     view.on('config:changed', this.onViewConfig);
     view.on('config:invalid', this.onViewInvalid);
@@ -306,7 +321,7 @@ export class JobRegistry {
     view.on('trigger:requested', this.onViewTrigger);
     await view.start();
     if (generation !== this.generation) return view.close();
-    this.loaded.add(state);
+    state.loaded = true;
     if (this.leading) await this.prepare(name, state, generation);
     else await this.deps.readAhead(name).catch((err) => this.deps.log.debug({ err, job: name }, 'could not read a job ahead of a takeover; a takeover reads it'));
   }
@@ -314,8 +329,8 @@ export class JobRegistry {
   /** A new leader's work for a loaded job (its ledger, replay and failover intents), then its timer entry. Once per job. */
   private async prepare(name: string, state: JobState, generation: number): Promise<void> {
     // A job removed meanwhile is not replayed (its requests would run after its removal).
-    if (this.prepared.has(state) || generation !== this.generation || this.jobs.get(name) !== state) return;
-    this.prepared.add(state);
+    if (state.prepared || generation !== this.generation || this.jobs.get(name) !== state) return;
+    state.prepared = true;
     try {
       const after = await this.deps.prepare(name, state);
       if (generation === this.generation && this.jobs.get(name) === state) this.deps.schedule(name, state.view.config, after);

@@ -8,7 +8,8 @@ import type { RedisServer } from '../../src/dev/redis-server';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { targetsFor } from '../../src/shared/sharding/assignment';
 import { FailoverCoordinator } from '../../src/leader/failover';
-import type { JobState } from '../../src/leader/fire-dispatcher';
+import { newJobState, type JobState } from '../../src/leader/fire-dispatcher';
+import type { JobView } from '../../src/leader/job-view';
 import { QueuePool } from '../../src/leader/queue-pool';
 import type { ExecutionRequest } from '../../src/shared/registry/execution-request';
 import { createLogger } from '../../src/shared/logger';
@@ -62,7 +63,7 @@ function coordinator(moved: string[], missed: string[] = [], alone = false, fail
     return new Map([...owners].map(([item, id]) => [item, candidates.find((i) => i.instanceId === id)!]));
   };
   const view = { config: { failover }, eligibleInstances, targetsFor: targets };
-  const state = { view, assignment: undefined, needsReshard: false, ledgerReady: true } as unknown as JobState;
+  const state = { ...newJobState(view as unknown as JobView), needsReshard: false, ledgerReady: true } as JobState;
   return new FailoverCoordinator({
     zk,
     queues: pool,

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
-import { applyHeapGrowth, DEFAULT_HEAP_GROWTH_PERCENT } from '../../src/shared/heap-growth';
+import { applyHeapGrowth, DEFAULT_HEAP_GROWTH_PERCENT, heapGrowthNow, LOADING_HEAP_GROWTH_PERCENT, tightenHeapGrowth } from '../../src/shared/heap-growth';
 
 const CHURN = path.join(__dirname, '..', 'fixtures', 'heap-churn.ts');
 
@@ -24,6 +24,38 @@ describe('applyHeapGrowth', () => {
 
   it('defaults to 50% on every node', () => {
     expect(DEFAULT_HEAP_GROWTH_PERCENT).toBe(50);
+  });
+
+  it('holds the heap tighter while a load lasts, nested holds included, and gives the percent set back', () => {
+    applyHeapGrowth(50, []);
+    expect(heapGrowthNow()).toBe(50);
+    const first = tightenHeapGrowth();
+    const second = tightenHeapGrowth();
+    expect(heapGrowthNow()).toBe(LOADING_HEAP_GROWTH_PERCENT);
+    first();
+    first();
+    expect(heapGrowthNow()).toBe(LOADING_HEAP_GROWTH_PERCENT);
+    // A percent set meanwhile waits for the load's end; one below the load's bound stands.
+    applyHeapGrowth(80, []);
+    expect(heapGrowthNow()).toBe(LOADING_HEAP_GROWTH_PERCENT);
+    second();
+    expect(heapGrowthNow()).toBe(80);
+    applyHeapGrowth(10, []);
+    const third = tightenHeapGrowth();
+    expect(heapGrowthNow()).toBe(10);
+    third();
+    applyHeapGrowth(50, []);
+  });
+
+  it('leaves a node flag and V8 own policy alone while a load lasts', () => {
+    applyHeapGrowth(50, ['--heap-growing-percent=30']);
+    const release = tightenHeapGrowth();
+    expect(heapGrowthNow()).toBeUndefined();
+    release();
+    applyHeapGrowth(0, []);
+    tightenHeapGrowth()();
+    expect(heapGrowthNow()).toBeUndefined();
+    applyHeapGrowth(50, []);
   });
 
   it('keeps V8 own policy at 0', () => {
