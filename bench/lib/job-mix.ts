@@ -1,7 +1,8 @@
 /**
  * The worker process the scale tools (bench/tools/leader-load.ts, leader-rss.ts, takeover.ts) start
- * to register N one-item jobs (monitorExecution off, no-op): every second, or with mix `issue23` 1%
- * every second, 20% every minute and the rest hourly or daily (issue 23's mix). It also times each
+ * to register N jobs (monitorExecution off, no-op): one item each every second, or with mix
+ * `issue23` issue 23's mix: 1% every second, 20% every minute and the rest hourly or daily, one
+ * item each, but for the last 100 jobs, of 100 items every minute. It also times each
  * start of an every-second job from its fire time, for the fires due between SIGUSR1 (start
  * counting) and SIGUSR2 (print the figures): {@link askStartLatency}.
  */
@@ -12,7 +13,10 @@ const REGISTERING_WORKER = `
 const { defineJob, startNode } = require(process.argv[1]);
 (async () => {
   const n = Number(process.argv[2]);
-  const cron = (i) => process.argv[3] !== 'issue23' ? '* * * * * ?' : i < n / 100 ? '* * * * * ?' : i < n / 100 + n / 5 ? '0 * * * * ?' : i % 2 ? '0 0 * * * ?' : '0 0 3 * * ?';
+  const issue23 = process.argv[3] === 'issue23';
+  // issue 23's 100 jobs of 100 items: the last 100, every minute.
+  const wide = (i) => issue23 && n >= 1000 && i >= n - 100;
+  const cron = (i) => !issue23 ? '* * * * * ?' : i < n / 100 ? '* * * * * ?' : i < n / 100 + n / 5 || wide(i) ? '0 * * * * ?' : i % 2 ? '0 0 * * * ?' : '0 0 3 * * ?';
   // Fire-to-start of the every-second jobs: [fire time, ms late] of the fires due from SIGUSR1 on
   // (older fires a new leader still catches up are not the steady state).
   const starts = [];
@@ -24,7 +28,7 @@ const { defineJob, startNode } = require(process.argv[1]);
     process.stdout.write('latency ' + JSON.stringify(starts) + '\\n');
   });
   const everySecond = (i) => cron(i) === '* * * * * ?';
-  const jobs = Array.from({ length: n }, (_, i) => defineJob({ name: 's' + i, cron: cron(i), monitorExecution: false, execute: everySecond(i) ? async (ctx) => { if (counting && ctx.fireTime >= since) starts.push([ctx.fireTime, Date.now() - ctx.fireTime]); } : async () => {} }));
+  const jobs = Array.from({ length: n }, (_, i) => defineJob({ name: 's' + i, cron: cron(i), shardingTotalCount: wide(i) ? 100 : 1, monitorExecution: false, execute: everySecond(i) ? async (ctx) => { if (counting && ctx.fireTime >= since) starts.push([ctx.fireTime, Date.now() - ctx.fireTime]); } : async () => {} }));
   const started = Date.now();
   await startNode({ roles: ['worker'], jobs, concurrency: 200 });
   process.stdout.write('registered ' + (Date.now() - started) + '\\n');
@@ -63,6 +67,38 @@ export interface StartLatency {
   fires: number;
   /** Starts of fires in the first 3 s of a minute, when the every-minute jobs fire too. */
   minute: Summary;
+  /** Whole seconds between the first and the last fire counted with no start: fires not run (or not yet). */
+  gaps: number[];
+  /** The fires whose latest start was latest, worst first (up to 5): where the p99 comes from. */
+  worst: Array<{ second: number; p50: number; max: number }>;
+}
+
+/** The whole seconds from the first fire counted to the last that have no start. */
+function gaps(starts: ReadonlyArray<[number, number]>): number[] {
+  const fires = new Set(starts.map(([fire]) => fire));
+  if (fires.size === 0) return [];
+  const first = Math.min(...fires);
+  const last = Math.max(...fires);
+  const missing: number[] = [];
+  for (let t = first; t <= last; t += 1_000) if (!fires.has(t)) missing.push(t);
+  return missing;
+}
+
+/** The `count` fires with the latest last start: each fire's second of the minute, median and latest start. */
+function worstFires(starts: ReadonlyArray<[number, number]>, count: number): StartLatency['worst'] {
+  const byFire = new Map<number, number[]>();
+  for (const [fire, late] of starts) {
+    const lates = byFire.get(fire);
+    if (lates) lates.push(late);
+    else byFire.set(fire, [late]);
+  }
+  return [...byFire]
+    .map(([fire, lates]) => {
+      const s = summarize(lates);
+      return { second: Math.floor((fire % 60_000) / 1_000), p50: s.p50, max: s.max };
+    })
+    .sort((a, b) => b.max - a.max)
+    .slice(0, count);
 }
 
 /** Starts the worker's count of fire-to-start times (SIGUSR1); returns when, the first fire counted. */
@@ -72,7 +108,12 @@ export function countStartLatency(worker: ChildProcess): number {
 }
 
 /** Stops the count (SIGUSR2) and resolves with what the worker printed. */
-export function askStartLatency(worker: ChildProcess, timeoutMs = 10_000): Promise<StartLatency> {
+export async function askStartLatency(worker: ChildProcess, timeoutMs = 10_000): Promise<StartLatency> {
+  return startLatency(await askStarts(worker, timeoutMs));
+}
+
+/** Stops the count (SIGUSR2) and resolves with the worker's starts: [fire time, ms from it to the start] each. */
+export function askStarts(worker: ChildProcess, timeoutMs = 10_000): Promise<Array<[number, number]>> {
   return new Promise((resolve, reject) => {
     let text = '';
     const timer = setTimeout(() => {
@@ -85,15 +126,20 @@ export function askStartLatency(worker: ChildProcess, timeoutMs = 10_000): Promi
       if (!line) return;
       clearTimeout(timer);
       worker.stdout!.off('data', onData);
-      // [fire time, ms from it to the start] per start.
-      const starts = JSON.parse(line[1]) as Array<[number, number]>;
-      resolve({
-        all: summarize(starts.map(([, late]) => late)),
-        fires: new Set(starts.map(([fire]) => fire)).size,
-        minute: summarize(starts.filter(([fire]) => fire % 60_000 < 3_000).map(([, late]) => late)),
-      });
+      resolve(JSON.parse(line[1]) as Array<[number, number]>);
     };
     worker.stdout!.on('data', onData);
     worker.kill('SIGUSR2');
   });
+}
+
+/** The figures of starts counted by one or more workers ({@link askStarts}). */
+export function startLatency(starts: ReadonlyArray<[number, number]>): StartLatency {
+  return {
+    all: summarize(starts.map(([, late]) => late)),
+    fires: new Set(starts.map(([fire]) => fire)).size,
+    minute: summarize(starts.filter(([fire]) => fire % 60_000 < 3_000).map(([, late]) => late)),
+    worst: worstFires(starts, 5),
+    gaps: gaps(starts),
+  };
 }

@@ -126,6 +126,9 @@ export interface AbResult extends PairedResult {
   monitorExecution: boolean;
   a: Record<string, string>;
   b: Record<string, string>;
+  /** The builds' dist/ when not this checkout's (BENCH_AB_A_CODE, BENCH_AB_B_CODE). */
+  codeA?: string;
+  codeB?: string;
 }
 
 /** One of BENCH_AB_A / BENCH_AB_B: a JSON object of environment variables for that cluster's processes. */
@@ -141,15 +144,20 @@ function abEnv(name: string): Record<string, string> {
 /**
  * Scenario `ab`: the history-cost pairing for any two configurations, e.g.
  * `BENCH_AB_A='{"SHARDCRON_CONSUMERS":"2"}' BENCH_AB_B='{}' npx tsx bench/run.ts --only ab`;
- * BENCH_AB_MONITOR=on measures with monitorExecution. For looking, not judged.
+ * BENCH_AB_MONITOR=on measures with monitorExecution. BENCH_AB_A_CODE / BENCH_AB_B_CODE run that
+ * side on another build's dist/ (two commits side by side: `git worktree add`, `npm run build`
+ * there). For looking, not judged.
  */
 export async function runAb(ctx: BenchContext): Promise<AbResult> {
   const { pairs, items } = pairsAndItems(ctx);
   const a = abEnv('BENCH_AB_A');
   const b = abEnv('BENCH_AB_B');
   const monitorExecution = process.env.BENCH_AB_MONITOR === 'on';
-  ctx.log(`ab: ${WORKERS} worker processes, ${JOBS} x ${items} no-op items, monitorExecution ${monitorExecution ? 'on' : 'off'}, ${pairs} pairs; A ${JSON.stringify(a)}, B ${JSON.stringify(b)}`);
+  const codeA = process.env.BENCH_AB_A_CODE || undefined;
+  const codeB = process.env.BENCH_AB_B_CODE || undefined;
+  const code = (dist: string | undefined) => (dist ? `, code ${dist}` : '');
+  ctx.log(`ab: ${WORKERS} worker processes, ${JOBS} x ${items} no-op items, monitorExecution ${monitorExecution ? 'on' : 'off'}, ${pairs} pairs; A ${JSON.stringify(a)}${code(codeA)}, B ${JSON.stringify(b)}${code(codeB)}`);
   const base = { workers: WORKERS, items, monitorExecution };
-  const result = await runPaired(ctx, { ...base, env: a }, { ...base, env: b }, pairs);
-  return { jobs: JOBS, itemsPerJob: items, workers: WORKERS, monitorExecution, a, b, ...result };
+  const result = await runPaired(ctx, { ...base, env: a, baseline: codeA }, { ...base, env: b, baseline: codeB }, pairs);
+  return { jobs: JOBS, itemsPerJob: items, workers: WORKERS, monitorExecution, a, b, ...(codeA && { codeA }), ...(codeB && { codeB }), ...result };
 }

@@ -105,6 +105,22 @@ async function heapSnapshot(proc: BenchProcess, round: number, name: string): Pr
   await proc.request({ type: 'heap-snapshot', file: path.join(dir, `${name}.heapsnapshot`) }, 120_000);
 }
 
+/**
+ * Profiles a worker over a measured round (no start-up, no warm-up), the same way for shardcron's
+ * worker-1 and raw BullMQ's bullmq-1: BENCH_PROFILE=dir, a sampling allocation profile of 3 s
+ * (BENCH_PROFILE_PROMOTED=1: only what survived the young generation, what fills the old one);
+ * BENCH_CPU_PROFILE=dir, a CPU profile of 3 s.
+ */
+function profileRound(proc: BenchProcess, name: string): void {
+  const dir = process.env.BENCH_PROFILE;
+  if (dir) {
+    const promoted = process.env.BENCH_PROFILE_PROMOTED === '1';
+    void proc.request({ type: 'alloc-profile', ms: 3_000, file: path.join(dir, `${name}.heapprofile`), promoted }, 60_000).catch(() => undefined);
+  }
+  const cpuDir = process.env.BENCH_CPU_PROFILE;
+  if (cpuDir) void proc.request({ type: 'profile', ms: 3_000, file: path.join(cpuDir, `${name}.cpuprofile`) }, 60_000).catch(() => undefined);
+}
+
 async function waitFinished(procs: readonly BenchProcess[], from: number, total: number) {
   let last: ReturnType<typeof mergeReports> | undefined;
   try {
@@ -156,21 +172,8 @@ export async function shardcronContender(ctx: BenchContext, services: Services, 
       const before = await zkCounters(services.zk.port, namespace);
       const redisBefore = await redisCommandCalls(services.redis.port);
       const cpu = cpuMeter({ workers: procs.map((p) => p.pid), leader: [leader.pid], redis: [services.redis.pid!], zookeeper: [services.zk.pid!] });
-      // BENCH_PROFILE=dir: an allocation profile of worker-1 over the second measured round
-      // (BENCH_PROFILE_PROMOTED=1: only what survived the young generation, what fills the old one).
-      const dir = process.env.BENCH_PROFILE;
       rounds += 1;
-      if (dir && rounds === 3) {
-        const file = path.join(dir, `throughput-${workers}w-${monitorExecution ? 'on' : 'off'}${history ? '' : '-no-history'}-worker-1.heapprofile`);
-        const promoted = process.env.BENCH_PROFILE_PROMOTED === '1';
-        void procs[0].request({ type: 'alloc-profile', ms: 3_000, file, promoted }, 60_000).catch(() => undefined);
-      }
-      // BENCH_CPU_PROFILE=dir: a CPU profile of worker-1 over the second measured round (no start-up, no warm-up).
-      const cpuDir = process.env.BENCH_CPU_PROFILE;
-      if (cpuDir && rounds === 3) {
-        const file = path.join(cpuDir, `throughput-${workers}w-${monitorExecution ? 'on' : 'off'}${history ? '' : '-no-history'}-worker-1.cpuprofile`);
-        void procs[0].request({ type: 'profile', ms: 3_000, file }, 60_000).catch(() => undefined);
-      }
+      if (rounds === 3) profileRound(procs[0], `throughput-${workers}w-${monitorExecution ? 'on' : 'off'}${history ? '' : '-no-history'}-worker-1`);
       const r = await waitFinished(procs, fire, JOBS * ITEMS);
       const c = cpu(r.finished);
       const after = await zkCounters(services.zk.port, namespace);
@@ -217,6 +220,7 @@ async function bullmq(ctx: BenchContext, services: Services, workers: number, IT
       }));
       const redisBefore = await redisCommandCalls(services.redis.port);
       const cpu = cpuMeter({ workers: procs.map((p) => p.pid), producer: [process.pid], redis: [services.redis.pid!] });
+      if (rounds === 2) profileRound(procs[0], `throughput-${workers}w-bullmq-1`);
       const t0 = Date.now();
       await queue.addBulk(jobs);
       const addBulkMs = Date.now() - t0;

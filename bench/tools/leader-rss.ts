@@ -1,10 +1,11 @@
 /**
  * What a leader of N jobs holds in memory, as its own process:
  * `N=100000 MIX=issue23 npx tsx bench/tools/leader-rss.ts [DIST]` (`npm run build` first).
- * Starts its own ZooKeeper and Redis, registers N jobs through a worker process (bench/lib/job-mix.ts), then spawns a scheduler-only process on DIST (default: this checkout's dist/) and samples
+ * Starts its own ZooKeeper and Redis, registers N jobs through WORKERS worker processes (default 1;
+ * bench/lib/job-mix.ts; each runs every job), then spawns a scheduler-only process on DIST (default: this checkout's dist/) and samples
  * it every 5 s for WATCH_S seconds after `leader:elected` (default 60): RSS, V8 heap total and used,
  * external and array buffers, and counts its garbage collections. At the end it asks the leader for a full GC and prints the live heap.
- * The worker times its every-second jobs' starts from their fire times, for the fires due from
+ * The workers time their every-second jobs' starts from their fire times, for the fires due from
  * LATENCY_FROM_S seconds after the election (default 30: a first leader catches up the fires that
  * came due while it loaded, up to 2 session timeouts of them one by one) to the end of the watch:
  * p50, p99, max, and the p99 of the fires in the first 3 s of each minute, when the every-minute
@@ -16,7 +17,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { askStartLatency, countStartLatency, everyMinuteJobs, everySecondJobs, spawnRegisteringWorker } from '../lib/job-mix';
+import { askStarts, countStartLatency, everyMinuteJobs, everySecondJobs, spawnRegisteringWorker, startLatency } from '../lib/job-mix';
 import { procSample } from '../lib/services';
 import { findQueues, queueStages } from '../lib/stages';
 import { triple } from '../lib/stats';
@@ -25,6 +26,8 @@ import { RedisServer } from '../../src/dev/redis-server';
 import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 
 const N = Number(process.env.N ?? 10_000);
+/** Worker processes, each registering the same N jobs (issue 23's setup has 2); the first registers alone, then the others join. */
+const WORKERS = Number(process.env.WORKERS ?? 1);
 const WATCH_S = Number(process.env.WATCH_S ?? 60);
 const LATENCY_FROM_S = Number(process.env.LATENCY_FROM_S ?? 30);
 
@@ -45,12 +48,18 @@ new PerformanceObserver((list) => {
 (async () => {
   const started = Date.now();
   const node = await startNode({ roles: ['scheduler'] });
+  // Fires the leader skipped (by reason) and its elections: a fire missing from the workers' count is explained here or lost.
+  const skipped = {};
+  let elections = 0;
+  node.leader.on('fire:skipped', ({ reason }) => { skipped[reason] = (skipped[reason] ?? 0) + 1; });
   node.leader.on('leader:elected', () => {
+    elections += 1;
+    if (elections > 1) return;
     counting = true;
     process.send({ elected: Date.now() - started });
   });
   process.on('message', (m) => {
-    if (m === 'mem') process.send({ mem: process.memoryUsage(), gcs });
+    if (m === 'mem') process.send({ mem: process.memoryUsage(), gcs, skipped, elections });
     if (m === 'gc') { global.gc(); process.send({ live: process.memoryUsage() }); }
     if (m === 'snapshot') { require('v8').writeHeapSnapshot(process.env.HEAP_SNAPSHOT); process.send({ mem: process.memoryUsage() }); }
   });
@@ -61,18 +70,21 @@ const show = (m: NodeJS.MemoryUsage) => `rss ${mb(m.rss)} heapTotal ${mb(m.heapT
 
 async function main(): Promise<void> {
   if (!Number.isInteger(N) || N < 1) throw new Error(`N must be a positive whole number, got ${process.env.N}`);
+  if (!Number.isInteger(WORKERS) || WORKERS < 1) throw new Error(`WORKERS must be a positive whole number, got ${process.env.WORKERS}`);
   if (!Number.isFinite(WATCH_S) || WATCH_S < 0) throw new Error(`WATCH_S must be a number of seconds, got ${process.env.WATCH_S}`);
   if (!Number.isInteger(LATENCY_FROM_S) || LATENCY_FROM_S < 0 || LATENCY_FROM_S % 5 !== 0) throw new Error(`LATENCY_FROM_S must be a whole number of seconds divisible by 5, got ${process.env.LATENCY_FROM_S}`);
   const dist = path.resolve(process.argv[2] ?? path.join(__dirname, '..', '..', 'dist'));
   const zk = await ZooKeeperServer.start({ jvm: 'server', maxHeapMb: Number(process.env.ZK_HEAP_MB ?? 2048) });
   const redis = await RedisServer.start();
   const env = { PATH: process.env.PATH, SHARDCRON_ZK: zk.connectionString, SHARDCRON_REDIS_URL: redis.url, SHARDCRON_NAMESPACE: 'rss', SHARDCRON_LOG_LEVEL: 'silent' };
-  let worker: ChildProcess | undefined;
+  const workers: ChildProcess[] = [];
   let leader: ChildProcess | undefined;
   try {
-    const registering = await spawnRegisteringWorker(dist, N, process.env.MIX ?? '', { ...env, SHARDCRON_INSTANCE_ID: 'worker-1' });
-    worker = registering.child;
-    process.stdout.write(`${N} jobs registered ${registering.registeredMs} ms\n`);
+    for (let k = 1; k <= WORKERS; k += 1) {
+      const registering = await spawnRegisteringWorker(dist, N, process.env.MIX ?? '', { ...env, SHARDCRON_INSTANCE_ID: `worker-${k}` });
+      workers.push(registering.child);
+      process.stdout.write(`worker-${k}: ${N} jobs registered ${registering.registeredMs} ms\n`);
+    }
     const extraEnv = Object.fromEntries((process.env.LEADER_ENV ?? '').split(/\s+/).filter(Boolean).map((kv) => kv.split('=', 2) as [string, string]));
     const nodeArgs = (process.env.LEADER_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
     leader = spawn(process.execPath, ['--expose-gc', ...nodeArgs, '-e', LEADER, dist], {
@@ -82,10 +94,14 @@ async function main(): Promise<void> {
     });
     const child = leader;
     let gcs = { full: 0, pauseMs: 0, maxPauseMs: 0 };
+    let skipped: Record<string, number> = {};
+    let elections = 0;
     const ask = (what: 'mem' | 'gc' | 'snapshot') =>
       new Promise<NodeJS.MemoryUsage>((resolve) => {
-        child.once('message', (m: { mem?: NodeJS.MemoryUsage; live?: NodeJS.MemoryUsage; gcs?: typeof gcs }) => {
+        child.once('message', (m: { mem?: NodeJS.MemoryUsage; live?: NodeJS.MemoryUsage; gcs?: typeof gcs; skipped?: typeof skipped; elections?: number }) => {
           if (m.gcs) gcs = m.gcs;
+          if (m.skipped) skipped = m.skipped;
+          if (m.elections !== undefined) elections = m.elections;
           resolve((m.mem ?? m.live)!);
         });
         child.send(what);
@@ -101,15 +117,17 @@ async function main(): Promise<void> {
       const m = await ask('mem');
       maxRss = Math.max(maxRss, m.rss);
       process.stdout.write(`  +${s}s ${show(m)}\n`);
-      if (s === LATENCY_FROM_S) countedFrom = countStartLatency(worker);
+      if (s === LATENCY_FROM_S) countedFrom = Math.min(...workers.map(countStartLatency));
       if (s < WATCH_S) await new Promise((resolve) => setTimeout(resolve, 5_000));
     }
     if (countedFrom !== undefined) {
-      const latency = await askStartLatency(worker);
+      const latency = startLatency((await Promise.all(workers.map((w) => askStarts(w)))).flat());
       const everySecond = everySecondJobs(N, process.env.MIX ?? '');
       process.stdout.write(
         `${everySecond} every-second jobs, fire to start (p50 / p99 / max) of the fires due from +${LATENCY_FROM_S} s to +${WATCH_S} s: ${latency.all.n} starts of ${latency.fires} fires, ${triple(latency.all)}; in the first 3 s of a minute: ${latency.minute.n} starts, ${triple(latency.minute)}\n`,
       );
+      process.stdout.write(`  fire times with no start between the first and the last counted: ${latency.gaps.length === 0 ? 'none' : latency.gaps.map((t) => new Date(t).toISOString().slice(11, 19)).join(', ')}\n`);
+      process.stdout.write(`  the latest fires (second of the minute: p50 / max): ${latency.worst.map((w) => `:${String(w.second).padStart(2, '0')} ${w.p50} / ${w.max} ms`).join(', ')}\n`);
       // Where the first 3 s of each minute go, every-second jobs only (s0 .. s{everySecond - 1}).
       const queues = await findQueues(redis.url, QUEUE_PREFIX, 'rss.');
       for (let minute = Math.ceil(countedFrom / 60_000) * 60_000; minute + 3_000 <= Date.now(); minute += 60_000) {
@@ -117,7 +135,7 @@ async function main(): Promise<void> {
           const data = job.data as { job: string; fireTime: number };
           return Number(data.job.slice(1)) < everySecond ? data.fireTime : Number.NaN;
         }, true);
-        process.stdout.write(`  minute ${new Date(minute).toISOString().slice(11, 19)} (p50 / p99 / max from the fire time): enqueue began ${triple(stages.enqueueBegins)}; taken by the worker ${triple(stages.pickedUp)}\n`);
+        process.stdout.write(`  minute ${new Date(minute).toISOString().slice(11, 19)} (p50 / p99 / max from the fire time): enqueue began ${triple(stages.enqueueBegins)}; taken by a worker ${triple(stages.pickedUp)}\n`);
         // The every-minute jobs of that minute: what rate-monotonic order costs them (prioritized behind the every-second ones).
         const everyMinute = everyMinuteJobs(N, process.env.MIX ?? '');
         if (everyMinute === 0) continue;
@@ -126,9 +144,10 @@ async function main(): Promise<void> {
           const index = Number(data.job.slice(1));
           return index >= everySecond && index < everySecond + everyMinute ? data.fireTime : Number.NaN;
         }, true);
-        process.stdout.write(`    its ${everyMinute} every-minute jobs (${rare.pickedUp.n} of their requests still kept in Redis): enqueue began ${triple(rare.enqueueBegins)}; taken by the worker ${triple(rare.pickedUp)}\n`);
+        process.stdout.write(`    its ${everyMinute} every-minute jobs (${rare.pickedUp.n} of their requests still kept in Redis): enqueue began ${triple(rare.enqueueBegins)}; taken by a worker ${triple(rare.pickedUp)}\n`);
       }
     }
+    process.stdout.write(`the leader: ${elections} election(s); fires skipped by reason since its start: ${JSON.stringify(skipped)}\n`);
     process.stdout.write(`garbage collections over ${WATCH_S} s after elected: ${gcs.full} full; pauses ${Math.round(gcs.pauseMs)} ms in all, longest ${Math.round(gcs.maxPauseMs)} ms\n`);
     const live = await ask('gc');
     process.stdout.write(`leader RSS max ${mb(maxRss)} MB over ${WATCH_S} s after elected (/proc: ${Math.round(procSample(child.pid!).rssMb)} MB); after a full GC: ${show(live)}\n`);
@@ -136,7 +155,7 @@ async function main(): Promise<void> {
     if (process.env.HEAP_SNAPSHOT) await ask('snapshot');
   } finally {
     leader?.kill('SIGKILL');
-    worker?.kill('SIGKILL');
+    for (const worker of workers) worker.kill('SIGKILL');
     await zk.stop();
     await redis.stop();
   }
