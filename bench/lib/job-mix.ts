@@ -4,7 +4,7 @@
  * `issue23` issue 23's mix: 1% every second, 20% every minute and the rest hourly or daily, one
  * item each, but for the last 100 jobs, of 100 items every minute. It also times each
  * start of an every-second job from its fire time, for the fires due between SIGUSR1 (start
- * counting) and SIGUSR2 (print the figures): {@link askStartLatency}.
+ * counting) and SIGUSR2 (print the figures): {@link askStarts} and {@link startLatency}.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { summarize, type Summary } from './stats';
@@ -49,7 +49,11 @@ export function spawnRegisteringWorker(dist: string, n: number, mix: string, env
   });
 }
 
-/** How many of the N jobs of `mix` fire every minute: the `everySecondJobs` after the every-second ones (the worker's `cron` above). */
+/**
+ * How many of the N one-item jobs of `mix` fire every minute: those right after the every-second ones
+ * (the worker's `cron` above). Issue 23's 100 jobs of 100 items, the last 100, fire every minute too
+ * and are not counted here.
+ */
 export function everyMinuteJobs(n: number, mix: string): number {
   return mix === 'issue23' ? Math.ceil(n / 100 + n / 5) - Math.ceil(n / 100) : 0;
 }
@@ -67,24 +71,31 @@ export interface StartLatency {
   fires: number;
   /** Starts of fires in the first 3 s of a minute, when the every-minute jobs fire too. */
   minute: Summary;
-  /** Whole seconds between the first and the last fire counted with no start: fires not run (or not yet). */
-  gaps: number[];
+  /**
+   * Fires between the first and the last counted with fewer starts than every-second jobs (none at
+   * all for a whole second with no start): items not run, or not yet when the count stopped.
+   */
+  short: Array<{ fire: number; starts: number }>;
   /** The fires whose latest start was latest, worst first (up to 5): where the p99 comes from. */
-  worst: Array<{ second: number; p50: number; max: number }>;
+  worst: Array<{ fire: number; p50: number; max: number }>;
 }
 
-/** The whole seconds from the first fire counted to the last that have no start. */
-function gaps(starts: ReadonlyArray<[number, number]>): number[] {
-  const fires = new Set(starts.map(([fire]) => fire));
-  if (fires.size === 0) return [];
-  const first = Math.min(...fires);
-  const last = Math.max(...fires);
-  const missing: number[] = [];
-  for (let t = first; t <= last; t += 1_000) if (!fires.has(t)) missing.push(t);
-  return missing;
+/** The fires from the first counted to the last with fewer than `jobs` starts (whole seconds with none included). */
+function shortFires(starts: ReadonlyArray<[number, number]>, jobs: number): StartLatency['short'] {
+  const counts = new Map<number, number>();
+  for (const [fire] of starts) counts.set(fire, (counts.get(fire) ?? 0) + 1);
+  if (counts.size === 0) return [];
+  const first = Math.min(...counts.keys());
+  const last = Math.max(...counts.keys());
+  const short: StartLatency['short'] = [];
+  for (let fire = first; fire <= last; fire += 1_000) {
+    const n = counts.get(fire) ?? 0;
+    if (n < jobs) short.push({ fire, starts: n });
+  }
+  return short;
 }
 
-/** The `count` fires with the latest last start: each fire's second of the minute, median and latest start. */
+/** The `count` fires with the latest last start: each fire's time, median and latest start. */
 function worstFires(starts: ReadonlyArray<[number, number]>, count: number): StartLatency['worst'] {
   const byFire = new Map<number, number[]>();
   for (const [fire, late] of starts) {
@@ -95,7 +106,7 @@ function worstFires(starts: ReadonlyArray<[number, number]>, count: number): Sta
   return [...byFire]
     .map(([fire, lates]) => {
       const s = summarize(lates);
-      return { second: Math.floor((fire % 60_000) / 1_000), p50: s.p50, max: s.max };
+      return { fire, p50: s.p50, max: s.max };
     })
     .sort((a, b) => b.max - a.max)
     .slice(0, count);
@@ -105,11 +116,6 @@ function worstFires(starts: ReadonlyArray<[number, number]>, count: number): Sta
 export function countStartLatency(worker: ChildProcess): number {
   worker.kill('SIGUSR1');
   return Date.now();
-}
-
-/** Stops the count (SIGUSR2) and resolves with what the worker printed. */
-export async function askStartLatency(worker: ChildProcess, timeoutMs = 10_000): Promise<StartLatency> {
-  return startLatency(await askStarts(worker, timeoutMs));
 }
 
 /** Stops the count (SIGUSR2) and resolves with the worker's starts: [fire time, ms from it to the start] each. */
@@ -133,13 +139,13 @@ export function askStarts(worker: ChildProcess, timeoutMs = 10_000): Promise<Arr
   });
 }
 
-/** The figures of starts counted by one or more workers ({@link askStarts}). */
-export function startLatency(starts: ReadonlyArray<[number, number]>): StartLatency {
+/** The figures of starts counted by one or more workers ({@link askStarts}), of `jobs` every-second jobs. */
+export function startLatency(starts: ReadonlyArray<[number, number]>, jobs: number): StartLatency {
   return {
     all: summarize(starts.map(([, late]) => late)),
     fires: new Set(starts.map(([fire]) => fire)).size,
     minute: summarize(starts.filter(([fire]) => fire % 60_000 < 3_000).map(([, late]) => late)),
     worst: worstFires(starts, 5),
-    gaps: gaps(starts),
+    short: shortFires(starts, jobs),
   };
 }

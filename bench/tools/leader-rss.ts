@@ -121,13 +121,14 @@ async function main(): Promise<void> {
       if (s < WATCH_S) await new Promise((resolve) => setTimeout(resolve, 5_000));
     }
     if (countedFrom !== undefined) {
-      const latency = startLatency((await Promise.all(workers.map((w) => askStarts(w)))).flat());
       const everySecond = everySecondJobs(N, process.env.MIX ?? '');
+      const latency = startLatency((await Promise.all(workers.map((w) => askStarts(w)))).flat(), everySecond);
       process.stdout.write(
         `${everySecond} every-second jobs, fire to start (p50 / p99 / max) of the fires due from +${LATENCY_FROM_S} s to +${WATCH_S} s: ${latency.all.n} starts of ${latency.fires} fires, ${triple(latency.all)}; in the first 3 s of a minute: ${latency.minute.n} starts, ${triple(latency.minute)}\n`,
       );
-      process.stdout.write(`  fire times with no start between the first and the last counted: ${latency.gaps.length === 0 ? 'none' : latency.gaps.map((t) => new Date(t).toISOString().slice(11, 19)).join(', ')}\n`);
-      process.stdout.write(`  the latest fires (second of the minute: p50 / max): ${latency.worst.map((w) => `:${String(w.second).padStart(2, '0')} ${w.p50} / ${w.max} ms`).join(', ')}\n`);
+      const time = (t: number) => new Date(t).toISOString().slice(11, 19);
+      process.stdout.write(`  fires between the first and the last counted with fewer than ${everySecond} starts: ${latency.short.length === 0 ? 'none' : latency.short.map((f) => `${time(f.fire)} (${f.starts})`).join(', ')}\n`);
+      process.stdout.write(`  the latest fires (fire time: p50 / max): ${latency.worst.map((w) => `${time(w.fire)} ${w.p50} / ${w.max} ms`).join(', ')}\n`);
       // Where the first 3 s of each minute go, every-second jobs only (s0 .. s{everySecond - 1}).
       const queues = await findQueues(redis.url, QUEUE_PREFIX, 'rss.');
       for (let minute = Math.ceil(countedFrom / 60_000) * 60_000; minute + 3_000 <= Date.now(); minute += 60_000) {

@@ -386,7 +386,7 @@ export class FireLoop {
       if (!state) continue;
       state.assignment = plan.assignment;
       // A trigger that came while the plan was made still counts: the next fire reshards again.
-      if ((state.reshards ?? 0) === plan.reshards) state.needsReshard = false;
+      if (state.reshards === plan.reshards) state.needsReshard = false;
       if (plan.resharded) this.deps.resharded(plan.job, plan.reshards);
     }
     const before = this.deps.lead.adapt(this.deps.clock.now() - started);

@@ -73,6 +73,8 @@ export class JobRegistry {
   private views: Promise<void> | undefined;
   /** Whether this process leads: a job loaded now is prepared and scheduled as well. */
   private leading = false;
+  /** The heap growth holds of the loads in progress ({@link holdHeap}). */
+  private readonly heapHolds = new Set<() => void>();
   /** Jobs whose item nodes are to be laid out (job -> item count), one run at a time. */
   private readonly unlaid = new Map<string, number>();
   private readonly layout = new CoalescingRunner(
@@ -112,7 +114,7 @@ export class JobRegistry {
     // the event of its write can come after the reshard it asked for. The next plan sees any flag.
     if (reason === 'sharding flag set' && streaming) return;
     state.needsReshard = true;
-    state.reshards = (state.reshards ?? 0) + 1;
+    state.reshards += 1;
     this.deps.log.debug({ job: view.job, reason }, 'resharding at the next fire');
     // A streaming DATAFLOW run fetches until told to stop: the persistent flag tells its workers a
     // reshard is pending (ElasticJob's rule); the reshard that follows deletes it.
@@ -145,7 +147,7 @@ export class JobRegistry {
    */
   async load(soonPrepared: () => void = () => undefined): Promise<boolean> {
     // The load and the takeover's reads after it, like the views' load alone (loadViews).
-    const loosen = tightenHeapGrowth();
+    const loosen = this.holdHeap();
     try {
       return await this.loadAndPrepare(soonPrepared);
     } finally {
@@ -201,13 +203,27 @@ export class JobRegistry {
   }
 
   private async loadViews(generation: number): Promise<void> {
-    // The load's peak was the process's highest (docs/design-notes.md, "Leader memory").
-    const loosen = tightenHeapGrowth();
+    // The load's peak was the process's highest (docs/design-notes.md, "The load's peak").
+    const loosen = this.holdHeap();
     try {
       await this.loadAllViews(generation);
     } finally {
       loosen();
     }
+  }
+
+  /**
+   * Holds the heap's growth tight (tightenHeapGrowth) until the returned function or {@link clear}
+   * releases it: a load that clear() abandoned may never settle (a read waiting for a lost connection).
+   */
+  private holdHeap(): () => void {
+    const release = tightenHeapGrowth();
+    const loosen = () => {
+      this.heapHolds.delete(loosen);
+      release();
+    };
+    this.heapHolds.add(loosen);
+    return loosen;
   }
 
   private async loadAllViews(generation: number): Promise<void> {
@@ -233,6 +249,7 @@ export class JobRegistry {
   async clear(): Promise<void> {
     this.generation += 1;
     this.leading = false;
+    for (const loosen of [...this.heapHolds]) loosen();
     this.views = undefined;
     const cache = this.jobsCache;
     this.jobsCache = undefined;
@@ -253,7 +270,7 @@ export class JobRegistry {
    */
   resharded(job: string, reshards: number): void {
     const state = this.jobs.get(job);
-    if (!state?.streamFlagged || (state.reshards ?? 0) !== reshards) return;
+    if (!state?.streamFlagged || state.reshards !== reshards) return;
     state.streamFlagged = false;
     this.flagOp(state, 'delete');
   }

@@ -44,9 +44,14 @@ export function applyHeapGrowth(percent: number, execArgv: readonly string[] = p
     throw new ConfigError(ErrorCodes.INVALID_CONFIG, 'Invalid node options', [{ field: 'heapGrowthPercent', message: `${String(percent)} is not an integer from 0 to 400 (percent)` }]);
   }
   const flag = execArgv.find((arg) => FLAG.test(arg));
+  const before = applied;
   applied = undefined;
   if (flag !== undefined) return { kind: 'node-flag', flag };
-  if (percent === 0) return { kind: 'v8-default' };
+  if (percent === 0) {
+    // A percent this module set earlier in the process (several nodes in one) goes back to V8's policy.
+    if (before !== undefined) v8.setFlagsFromString('--heap-growing-percent=0');
+    return { kind: 'v8-default' };
+  }
   applied = percent;
   setPercent();
   return { kind: 'set', percent };

@@ -10,7 +10,6 @@
 import type { Semaphore } from '../shared/concurrency';
 import type { JobConfig } from '../shared/config/job-config';
 import type { ExecutionStatus, ResolvedJobDefinition } from '../shared/config/job-definition';
-import { parseCron, type CronSchedule } from '../shared/cron/cron';
 import type { Logger } from '../shared/logger';
 import type { ExecutionRequest } from '../shared/registry/execution-request';
 import { registryPaths } from '../shared/registry/registry-paths';
@@ -23,6 +22,7 @@ import { ItemTurns } from './item-turns';
 import { LeaseItemLock } from './lease-item-lock';
 import { LocalItemLock } from './local-item-lock';
 import { MisfireMarks } from './misfire-marks';
+import { NextFires } from './next-fires';
 import { ZkItemLock } from './zk-item-lock';
 
 export type { ExecutionEvent } from './handler-call';
@@ -88,8 +88,8 @@ export class ItemExecutor {
   private readonly leases: LeaseItemLock | undefined;
   private readonly turns: ItemTurns;
   private readonly calls: HandlerCalls;
-  /** Each config's cron schedule, parsed once, and its last answer (nextFireAfter): the limit of a catch-up wait. */
-  private readonly nextFires = new WeakMap<JobConfig, { readonly schedule: CronSchedule | null; from: number; fire: number }>();
+  /** The limit of a catch-up wait: the job's next fire. */
+  private readonly nextFires = new NextFires();
   /** The error of each request whose run failed, until the worker takes it ({@link takeFailure}). */
   private readonly failures = new WeakMap<ExecutionRequest, unknown>();
 
@@ -280,7 +280,7 @@ export class ItemExecutor {
     // A request waits behind catch-up work until its job's next fire after it was enqueued is due;
     // then it is a fire that found its item running (misfire policy). Bounded so that a job whose
     // runs outlast its period does not pile up waiting fires for ever.
-    const waitLimit = mustRun ? Number.POSITIVE_INFINITY : this.nextFireAfter(config, Math.max(request.fireTime, enqueuedAt ?? 0));
+    const waitLimit = mustRun ? Number.POSITIVE_INFINITY : this.nextFires.after(config, Math.max(request.fireTime, enqueuedAt ?? 0));
     for (;;) {
       const waiting = Date.now() < waitLimit;
       const acquired = await this.lock.acquire(config, request, { markOnBusy: !mustRun, waitBehindCatchUp: waiting, catchUp });
@@ -367,30 +367,5 @@ export class ItemExecutor {
 
   private async unmarkFailover(request: ExecutionRequest): Promise<void> {
     await this.ctx.zk.delete(registryPaths.shardingFailover(request.job, request.item)).catch(() => undefined);
-  }
-
-  /**
-   * The job's first fire after `after`; never when it has no cron (a trigger-only job). Every item
-   * of a fire asks with nearly the same `after`, so the last answer is kept per config: for any
-   * `after` from the one it was computed for up to the fire it gave, the next fire is that fire.
-   */
-  private nextFireAfter(config: JobConfig, after: number): number {
-    let next = this.nextFires.get(config);
-    if (next === undefined) {
-      let schedule: CronSchedule | null;
-      try {
-        schedule = config.cron ? parseCron(config.cron, config.timeZone) : null;
-      } catch {
-        schedule = null; // the leader refuses such a config; here it only lifts the limit
-      }
-      next = { schedule, from: Number.NaN, fire: Number.NaN };
-      this.nextFires.set(config, next);
-    }
-    if (!next.schedule) return Number.POSITIVE_INFINITY;
-    if (!(after >= next.from && after < next.fire)) {
-      next.from = after;
-      next.fire = next.schedule.next(after) ?? Number.POSITIVE_INFINITY;
-    }
-    return next.fire;
   }
 }

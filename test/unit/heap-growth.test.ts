@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import v8 from 'node:v8';
 import path from 'node:path';
 import { applyHeapGrowth, DEFAULT_HEAP_GROWTH_PERCENT, heapGrowthNow, LOADING_HEAP_GROWTH_PERCENT, tightenHeapGrowth } from '../../src/shared/heap-growth';
 
@@ -27,24 +28,37 @@ describe('applyHeapGrowth', () => {
   });
 
   it('holds the heap tighter while a load lasts, nested holds included, and gives the percent set back', () => {
-    applyHeapGrowth(50, []);
-    expect(heapGrowthNow()).toBe(50);
-    const first = tightenHeapGrowth();
-    const second = tightenHeapGrowth();
-    expect(heapGrowthNow()).toBe(LOADING_HEAP_GROWTH_PERCENT);
-    first();
-    first();
-    expect(heapGrowthNow()).toBe(LOADING_HEAP_GROWTH_PERCENT);
-    // A percent set meanwhile waits for the load's end; one below the load's bound stands.
-    applyHeapGrowth(80, []);
-    expect(heapGrowthNow()).toBe(LOADING_HEAP_GROWTH_PERCENT);
-    second();
-    expect(heapGrowthNow()).toBe(80);
-    applyHeapGrowth(10, []);
-    const third = tightenHeapGrowth();
-    expect(heapGrowthNow()).toBe(10);
-    third();
-    applyHeapGrowth(50, []);
+    const flags = jest.spyOn(v8, 'setFlagsFromString');
+    try {
+      applyHeapGrowth(50, []);
+      expect(heapGrowthNow()).toBe(50);
+      flags.mockClear();
+      const first = tightenHeapGrowth();
+      const second = tightenHeapGrowth();
+      expect(heapGrowthNow()).toBe(LOADING_HEAP_GROWTH_PERCENT);
+      expect(flags.mock.calls).toEqual([[`--heap-growing-percent=${LOADING_HEAP_GROWTH_PERCENT}`]]);
+      first();
+      first();
+      expect(heapGrowthNow()).toBe(LOADING_HEAP_GROWTH_PERCENT);
+      // A percent set meanwhile waits for the load's end; one below the load's bound stands.
+      applyHeapGrowth(80, []);
+      expect(heapGrowthNow()).toBe(LOADING_HEAP_GROWTH_PERCENT);
+      flags.mockClear();
+      second();
+      expect(heapGrowthNow()).toBe(80);
+      expect(flags.mock.calls).toEqual([['--heap-growing-percent=80']]);
+      applyHeapGrowth(10, []);
+      const third = tightenHeapGrowth();
+      expect(heapGrowthNow()).toBe(10);
+      third();
+      // Back to V8's policy after a percent was set: V8 is told so.
+      flags.mockClear();
+      applyHeapGrowth(0, []);
+      expect(flags.mock.calls).toEqual([['--heap-growing-percent=0']]);
+    } finally {
+      flags.mockRestore();
+      applyHeapGrowth(50, []);
+    }
   });
 
   it('leaves a node flag and V8 own policy alone while a load lasts', () => {

@@ -1,0 +1,47 @@
+import type { JobConfig } from '../../src/shared/config/job-config';
+import { parseCron } from '../../src/shared/cron/cron';
+import { NextFires } from '../../src/worker/next-fires';
+
+const config = (cron: string | undefined, timeZone = 'UTC') => ({ name: 'j', cron, timeZone }) as unknown as JobConfig;
+const at = (iso: string) => Date.parse(iso);
+
+describe('NextFires', () => {
+  it('gives the first fire strictly after a time, the same for every time up to that fire', () => {
+    const fires = new NextFires();
+    const minutely = config('0 * * * * ?');
+    expect(fires.after(minutely, at('2026-11-28T12:00:10Z'))).toBe(at('2026-11-28T12:01:00Z'));
+    expect(fires.after(minutely, at('2026-11-28T12:00:59.999Z'))).toBe(at('2026-11-28T12:01:00Z'));
+    expect(fires.after(minutely, at('2026-11-28T12:01:00Z'))).toBe(at('2026-11-28T12:02:00Z'));
+    // Backwards: before the time the kept answer was computed for.
+    expect(fires.after(minutely, at('2026-11-28T11:59:30Z'))).toBe(at('2026-11-28T12:00:00Z'));
+  });
+
+  it('agrees with the schedule for times in any order, in a time zone with a DST change', () => {
+    const fires = new NextFires();
+    const job = config('0 30 * * * ?', 'Europe/Berlin');
+    const schedule = parseCron('0 30 * * * ?', 'Europe/Berlin');
+    const start = at('2026-10-25T00:00:00Z');
+    let seed = 7;
+    const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648) / 2_147_483_648);
+    for (let i = 0; i < 500; i += 1) {
+      const t = start + Math.floor(random() * 4 * 3_600_000);
+      expect(fires.after(job, t)).toBe(schedule.next(t));
+    }
+  });
+
+  it('never, for a job without a cron or with one that does not parse', () => {
+    const fires = new NextFires();
+    expect(fires.after(config(undefined), 0)).toBe(Number.POSITIVE_INFINITY);
+    expect(fires.after(config('not a cron'), 0)).toBe(Number.POSITIVE_INFINITY);
+  });
+
+  it('answers a replaced config by its own cron, and keeps a whole answer when a time is refused', () => {
+    const fires = new NextFires();
+    const t = at('2026-11-28T12:00:10Z');
+    expect(fires.after(config('0 * * * * ?'), t)).toBe(at('2026-11-28T12:01:00Z'));
+    const hourly = config('0 0 * * * ?');
+    expect(fires.after(hourly, t)).toBe(at('2026-11-28T13:00:00Z'));
+    expect(() => fires.after(hourly, Number.NEGATIVE_INFINITY)).toThrow(RangeError);
+    expect(fires.after(hourly, at('2026-11-28T11:10:00Z'))).toBe(at('2026-11-28T12:00:00Z'));
+  });
+});
