@@ -11,14 +11,14 @@
  * p50, p99, max, and the p99 of the fires in the first 3 s of each minute, when the every-minute
  * jobs fire too. For those first 3 s of each minute it then reads the completed requests back
  * from Redis (bench/lib/stages.ts): when the leader began their enqueue and when the worker took them.
- * HEAP_SNAPSHOT=file.heapsnapshot writes the leader's heap at the end.
+ * Last, ZooKeeper's znodes, data, RSS and heap in use. HEAP_SNAPSHOT=file.heapsnapshot writes the leader's heap at the end.
  * LEADER_NODE_ARGS (e.g. "--max-semi-space-size=4") and LEADER_ENV (e.g. "MALLOC_ARENA_MAX=2") are
  * passed to the leader's process, to compare settings in one session.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { askStarts, countStartLatency, everyMinuteJobs, everySecondJobs, spawnRegisteringWorker, startLatency } from '../lib/job-mix';
-import { procSample } from '../lib/services';
+import { procSample, zkFootprint } from '../lib/services';
 import { findQueues, queueStages } from '../lib/stages';
 import { triple } from '../lib/stats';
 import { QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
@@ -152,6 +152,9 @@ async function main(): Promise<void> {
     process.stdout.write(`garbage collections over ${WATCH_S} s after elected: ${gcs.full} full; pauses ${Math.round(gcs.pauseMs)} ms in all, longest ${Math.round(gcs.maxPauseMs)} ms\n`);
     const live = await ask('gc');
     process.stdout.write(`leader RSS max ${mb(maxRss)} MB over ${WATCH_S} s after elected (/proc: ${Math.round(procSample(child.pid!).rssMb)} MB); after a full GC: ${show(live)}\n`);
+    // Issue 23 asks for ZooKeeper's own heap and znode count next to the leader's.
+    const footprint = await zkFootprint(zk.port, zk.pid!);
+    process.stdout.write(`ZooKeeper: ${footprint.znodes} znodes, ${footprint.dataMb.toFixed(1)} MB of data, RSS ${Math.round(footprint.rssMb)} MB, heap in use ${footprint.heapUsedMb === undefined ? 'n/a (jcmd could not attach)' : `${Math.round(footprint.heapUsedMb)} MB`}\n`);
     // HEAP_SNAPSHOT=file: the leader's heap, written by the leader itself.
     if (process.env.HEAP_SNAPSHOT) await ask('snapshot');
   } finally {
