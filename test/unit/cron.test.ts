@@ -174,6 +174,22 @@ describe('next() and between()', () => {
     expect(() => s.next(Number.NaN)).toThrow(RangeError);
   });
 
+  it('answers times in any order as a schedule parsed afresh does (the memo of its last answer), across DST changes', () => {
+    for (const [cron, zone, from] of [
+      ['0 30 * * * ?', 'Europe/Berlin', '2026-10-25T00:00:00Z'],
+      ['*/20 * * * * ?', 'America/New_York', '2026-03-08T06:00:00Z'],
+      ['0 0 2 * * ?', 'Europe/Berlin', '2026-03-28T00:00:00Z'],
+    ] as const) {
+      const memo = parseCron(cron, zone);
+      let seed = 11;
+      const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648) / 2_147_483_648;
+      for (let i = 0; i < 300; i += 1) {
+        const t = at(from) + Math.floor(random() * 3 * 86_400_000);
+        expect(memo.next(t)).toBe(parseCron(cron, zone).next(t));
+      }
+    }
+  });
+
   it('lists fires in (from, to], earliest first, at most limit of them', () => {
     const s = parseCron('0 0 * * * ?');
     const from = at('2026-01-01T00:00:00Z');

@@ -19,7 +19,7 @@ import { isValidTimeZone, zoneRules, type ZoneRules } from './zone-rules';
 // Re-exported so callers (job-config, tests) keep importing every cron helper from this one module.
 export { isValidTimeZone };
 
-/** A parsed cron expression bound to a time zone. Pure: reads no clock; safe to share. */
+/** A parsed cron expression bound to a time zone. Pure (its memo of the last answer aside): reads no clock; safe to share. */
 export interface CronSchedule {
   /** The expression as the user gave it. */
   readonly expression: string;
@@ -50,6 +50,13 @@ class Schedule implements CronSchedule {
   private readonly everyHour: boolean;
   private maskKey = -1;
   private mask = 0;
+  /**
+   * The last answer of {@link next}: for any time from `lastFrom` up to `lastFire` the next fire is
+   * `lastFire`. Callers ask with nearly the same time over and over (every item of a fire, every
+   * job of a schedule at a load), and a walk of the fields per call was 1.8% of a busy worker's CPU.
+   */
+  private lastFrom = Number.NaN;
+  private lastFire = Number.NaN;
 
   constructor(
     readonly expression: string,
@@ -67,6 +74,17 @@ class Schedule implements CronSchedule {
   next(afterMs: number): number | null {
     if (!Number.isFinite(afterMs)) throw new RangeError(`next(afterMs): expected a finite epoch ms, got ${afterMs}`);
     const after = Math.floor(afterMs); // fire times are whole seconds, so this changes no answer
+    if (after >= this.lastFrom && after < this.lastFire) return this.lastFire;
+    const fire = this.seek(after);
+    if (fire !== null) {
+      this.lastFrom = after;
+      this.lastFire = fire;
+    }
+    return fire;
+  }
+
+  /** {@link next} without its memo. */
+  private seek(after: number): number | null {
     const zone = this.zone;
     if (!zone) return this.seekWall(after);
     let best = this.forward(zone, after);
