@@ -34,6 +34,15 @@ const TRANSIENT_RETRY_MS = 500;
  * leader's (maxTimeDiffSeconds is the guard against worse).
  */
 const MAX_EARLY_HOLD_MS = 2_000;
+/**
+ * How often the consumers are checked for a stall, and how long they may take nothing while
+ * requests are ready for them and places are free before they are replaced. A BullMQ consumer can
+ * stay blocked for good after a Redis failover (its blocking connection never ready again:
+ * docs/deployment.md, "What a Redis failover can lose"); its ZooKeeper session lives on, so the
+ * leader keeps its items here and only this instance can see that it no longer takes them.
+ */
+const CONSUMER_CHECK_MS = 1_000;
+const CONSUMER_STALL_MS = 2_000;
 
 const TRANSIENT_CODES: ReadonlySet<string> = new Set([
   ErrorCodes.REDIS_UNAVAILABLE,
@@ -106,6 +115,8 @@ export interface WorkerServiceOptions {
 export interface WorkerServiceEvents {
   [event: string]: object;
   'worker:registered': Incarnation;
+  /** The consumers took nothing for `stalledMs` while `ready` requests waited and places were free: new ones replaced them. */
+  'worker:consumers-replaced': { queue: string; ready: number; stalledMs: number };
   'item:started': ExecutionEvent;
   'item:finished': ExecutionEvent;
 }
@@ -139,6 +150,12 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private abortAll = WorkerService.stopController();
   private closing: Promise<void> | undefined;
   private watchdog: NodeJS.Timeout | undefined;
+  private consumerCheck: NodeJS.Timeout | undefined;
+  /** Requests the consumers handed to `process`, ever, and those it has not returned yet. */
+  private taken = 0;
+  private inProcess = 0;
+  /** What the last consumer check saw: `taken` then, and since when requests were ready and none taken. */
+  private stall: { taken: number; since: number | undefined; checking: boolean } = { taken: 0, since: undefined, checking: false };
   /** True while we stopped because the ownership deadline passed (invariant I4). */
   private fencedOut = false;
 
@@ -259,7 +276,66 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     await this.jobs.start();
     this.watchdog = setInterval(() => this.checkOwnership(), 100);
     this.watchdog.unref();
+    this.consumerCheck = setInterval(() => void this.checkConsumers(), CONSUMER_CHECK_MS);
+    this.consumerCheck.unref();
     return this;
+  }
+
+  /**
+   * Replaces the consumers when they took nothing for CONSUMER_STALL_MS while requests were ready on
+   * their queue (waiting, prioritized, or delayed and due) and they had places free. Not while they
+   * are paused (ZooKeeper suspended, fenced out) or the worker closes. The old consumers close
+   * without force: a request one of them runs still ends there.
+   */
+  private async checkConsumers(): Promise<void> {
+    const consumers = this.consumers;
+    const stall = this.stall;
+    const quiet = this.taken === stall.taken && this.inProcess < this.takenNow();
+    stall.taken = this.taken;
+    if (!quiet || stall.checking || this.closing || this.fencedOut || consumers.length === 0 || consumers.some((c) => c.isPaused())) {
+      stall.since = undefined;
+      return;
+    }
+    stall.checking = true;
+    try {
+      const queue = consumers[0].name;
+      const ready = await this.readyRequests(queue);
+      // Taken meanwhile, or the consumers were replaced (a new incarnation, a close).
+      if (ready === 0 || this.taken !== stall.taken || this.consumers !== consumers || consumers.length === 0) {
+        stall.since = undefined;
+        return;
+      }
+      const now = Date.now();
+      stall.since ??= now;
+      if (now - stall.since < CONSUMER_STALL_MS) return;
+      const stalledMs = now - stall.since;
+      stall.since = undefined;
+      this.log.warn({ queue, ready, stalledMs }, 'the queue consumers took no request while requests were ready and places free (a Redis failover can leave BullMQ blocked for good); replacing them');
+      this.consumers = this.startConsumers(queue);
+      WorkerService.closeAll(consumers, false).catch((err: unknown) => this.log.warn({ err }, 'closing the stalled consumers failed'));
+      this.emit('worker:consumers-replaced', { queue, ready, stalledMs });
+    } catch (err) {
+      // Redis unreachable or failing: the consumers cannot take anything either; nothing to judge.
+      this.log.debug({ err }, 'consumer check: could not read the queue');
+      stall.since = undefined;
+    } finally {
+      stall.checking = false;
+    }
+  }
+
+  /** Requests a consumer of `queue` could take now: waiting, prioritized, and delayed ones already due. */
+  private async readyRequests(queue: string): Promise<number> {
+    const key = `${queuePrefix(this.options.namespace, this.options.redis)}:${queue}`;
+    // BullMQ scores a delayed job by its due time x 0x1000 plus a counter below 0x1000.
+    const dueScore = (Date.now() + 1) * 0x1000 - 1;
+    const replies = await this.connection!.multi().llen(`${key}:wait`).zcard(`${key}:prioritized`).zcount(`${key}:delayed`, 0, dueScore).exec();
+    if (!replies) return 0;
+    let ready = 0;
+    for (const [err, count] of replies) {
+      if (err) throw err;
+      ready += Number(count);
+    }
+    return ready;
   }
 
   /** The jobs defined by data this worker runs now (generic workers); sorted. */
@@ -405,6 +481,16 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   }
 
   private async process(job: Job, token: string | undefined): Promise<string> {
+    this.taken++;
+    this.inProcess++;
+    try {
+      return await this.handle(job, token);
+    } finally {
+      this.inProcess--;
+    }
+  }
+
+  private async handle(job: Job, token: string | undefined): Promise<string> {
     const parsed = executionRequestSchema.safeParse(job.data);
     if (!parsed.success) {
       throw new ShardcronError(ErrorCodes.CORRUPT_DATA, `malformed execution request ${job.id}: ${parsed.error.message}`);
@@ -502,6 +588,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       this.log.info({ graceMs: grace }, 'draining: waiting for running executions');
     }
     if (this.watchdog) clearInterval(this.watchdog);
+    if (this.consumerCheck) clearInterval(this.consumerCheck);
     for (const off of this.unsubscribe.splice(0)) off();
     if (consumers.length > 0) {
       const closed = WorkerService.closeAll(consumers, false).catch((err) => this.log.warn({ err }, 'closing the consumers failed'));
