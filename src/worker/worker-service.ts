@@ -41,8 +41,18 @@ const MAX_EARLY_HOLD_MS = 2_000;
  * docs/deployment.md, "What a Redis failover can lose"); its ZooKeeper session lives on, so the
  * leader keeps its items here and only this instance can see that it no longer takes them.
  */
-const CONSUMER_CHECK_MS = 1_000;
+const CONSUMER_CHECK_MS = 500;
 const CONSUMER_STALL_MS = 2_000;
+/** A check whose Redis round trip, or whose wait for its turn, took longer than this says nothing about the consumers. */
+const CONSUMER_CHECK_SLOW_MS = 250;
+/** The consumer checks in a row that must find the stall (each a CONSUMER_CHECK_MS apart) before the consumers are replaced. */
+const CONSUMER_STALL_CHECKS = 4;
+
+/** A consumer's requests in `process`, and what to do once it has none left after it was replaced. */
+interface ConsumerState {
+  held: number;
+  onIdle?: () => void;
+}
 
 const TRANSIENT_CODES: ReadonlySet<string> = new Set([
   ErrorCodes.REDIS_UNAVAILABLE,
@@ -154,8 +164,11 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   /** Requests the consumers handed to `process`, ever, and those it has not returned yet. */
   private taken = 0;
   private inProcess = 0;
-  /** What the last consumer check saw: `taken` then, and since when requests were ready and none taken. */
-  private stall: { taken: number; since: number | undefined; checking: boolean } = { taken: 0, since: undefined, checking: false };
+  /** What the consumer checks saw: `taken` at the last one and when it ran, since when and in how many checks in a row requests were ready and none taken. */
+  private readonly stall = { taken: 0, at: 0, since: 0, checks: 0, checking: false };
+  private readonly consumerStates = new WeakMap<Worker, ConsumerState>();
+  /** Replaced consumers until they closed (each once its last request returned). */
+  private readonly retiring = new Set<Promise<void>>();
   /** True while we stopped because the ownership deadline passed (invariant I4). */
   private fencedOut = false;
 
@@ -282,44 +295,79 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   }
 
   /**
-   * Replaces the consumers when they took nothing for CONSUMER_STALL_MS while requests were ready on
-   * their queue (waiting, prioritized, or delayed and due) and they had places free. Not while they
-   * are paused (ZooKeeper suspended, fenced out) or the worker closes. The old consumers close
-   * without force: a request one of them runs still ends there.
+   * Replaces the consumers when they took nothing for CONSUMER_STALL_MS, over CONSUMER_STALL_CHECKS
+   * checks in a row, while requests were ready on their queue (waiting, prioritized, or delayed and
+   * due) and places were free. A check says nothing while the consumers are paused (ZooKeeper
+   * suspended, fenced out), the worker closes, the queue is paused (Bull Board), Redis does not
+   * answer, or the check itself came late or waited long for Redis: a blocked event loop, or a
+   * reconnect that queued the check ahead of the consumers' own commands. See {@link retire} for
+   * the old consumers.
    */
   private async checkConsumers(): Promise<void> {
     const consumers = this.consumers;
     const stall = this.stall;
-    const quiet = this.taken === stall.taken && this.inProcess < this.takenNow();
+    const now = Date.now();
+    const onTime = now - stall.at < CONSUMER_CHECK_MS + CONSUMER_CHECK_SLOW_MS;
+    const quiet = onTime && this.taken === stall.taken && this.inProcess < this.takenNow();
     stall.taken = this.taken;
-    if (!quiet || stall.checking || this.closing || this.fencedOut || consumers.length === 0 || consumers.some((c) => c.isPaused())) {
-      stall.since = undefined;
+    stall.at = now;
+    if (!quiet || stall.checking || !this.consumersLive(consumers)) {
+      stall.checks = 0;
       return;
     }
     stall.checking = true;
     try {
       const queue = consumers[0].name;
       const ready = await this.readyRequests(queue);
-      // Taken meanwhile, or the consumers were replaced (a new incarnation, a close).
-      if (ready === 0 || this.taken !== stall.taken || this.consumers !== consumers || consumers.length === 0) {
-        stall.since = undefined;
+      const answered = Date.now();
+      // Taken meanwhile, paused or replaced meanwhile (a suspension, a new incarnation, a close), or too slow to tell.
+      if (ready === 0 || this.taken !== stall.taken || !this.consumersLive(consumers) || this.consumers !== consumers || answered - now > CONSUMER_CHECK_SLOW_MS) {
+        stall.checks = 0;
         return;
       }
-      const now = Date.now();
-      stall.since ??= now;
-      if (now - stall.since < CONSUMER_STALL_MS) return;
-      const stalledMs = now - stall.since;
-      stall.since = undefined;
+      if (stall.checks++ === 0) stall.since = now;
+      const stalledMs = answered - stall.since;
+      if (stall.checks < CONSUMER_STALL_CHECKS || stalledMs < CONSUMER_STALL_MS) return;
+      stall.checks = 0;
       this.log.warn({ queue, ready, stalledMs }, 'the queue consumers took no request while requests were ready and places free (a Redis failover can leave BullMQ blocked for good); replacing them');
       this.consumers = this.startConsumers(queue);
-      WorkerService.closeAll(consumers, false).catch((err: unknown) => this.log.warn({ err }, 'closing the stalled consumers failed'));
+      this.retire(consumers);
       this.emit('worker:consumers-replaced', { queue, ready, stalledMs });
     } catch (err) {
-      // Redis unreachable or failing: the consumers cannot take anything either; nothing to judge.
+      // Redis failing: the consumers cannot take anything either; nothing to judge.
       this.log.debug({ err }, 'consumer check: could not read the queue');
-      stall.since = undefined;
+      stall.checks = 0;
     } finally {
       stall.checking = false;
+    }
+  }
+
+  /** The consumers may take requests now: the worker runs, owns its items, and they are not paused. */
+  private consumersLive(consumers: readonly Worker[]): boolean {
+    return !this.closing && !this.fencedOut && this.options.zk.state === 'connected' && consumers.length > 0 && !consumers.some((c) => c.isPaused());
+  }
+
+  /**
+   * Stops replaced consumers taking anything more and closes each once the requests it handed over
+   * returned. With force: a stuck consumer's close without force waits for its blocking connection
+   * to end, which never comes. A close of the worker waits for these too (doClose).
+   */
+  private retire(consumers: readonly Worker[]): void {
+    for (const consumer of consumers) {
+      const state = this.consumerStates.get(consumer)!;
+      consumer.pause(true).catch(() => undefined);
+      const closed = new Promise<void>((resolve) => {
+        state.onIdle = () => {
+          state.onIdle = undefined;
+          consumer
+            .close(true)
+            .catch((err: unknown) => this.log.warn({ err }, 'closing a replaced consumer failed'))
+            .finally(resolve);
+        };
+      });
+      this.retiring.add(closed);
+      void closed.then(() => this.retiring.delete(closed));
+      if (state.held === 0) state.onIdle?.();
     }
   }
 
@@ -328,13 +376,13 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     const key = `${queuePrefix(this.options.namespace, this.options.redis)}:${queue}`;
     // BullMQ scores a delayed job by its due time x 0x1000 plus a counter below 0x1000.
     const dueScore = (Date.now() + 1) * 0x1000 - 1;
-    const replies = await this.connection!.multi().llen(`${key}:wait`).zcard(`${key}:prioritized`).zcount(`${key}:delayed`, 0, dueScore).exec();
+    const replies = await this.connection!.multi().hget(`${key}:meta`, 'paused').llen(`${key}:wait`).zcard(`${key}:prioritized`).zcount(`${key}:delayed`, 0, dueScore).exec();
     if (!replies) return 0;
     let ready = 0;
-    for (const [err, count] of replies) {
-      if (err) throw err;
-      ready += Number(count);
-    }
+    for (const [err] of replies) if (err) throw err;
+    // A queue paused on purpose (Bull Board's pause) keeps its requests: nothing to take.
+    if (replies[0][1] !== null) return 0;
+    for (const [, count] of replies.slice(1)) ready += Number(count);
     return ready;
   }
 
@@ -433,12 +481,14 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private startConsumers(queue: string): Worker[] {
     const count = Math.min(this.taking.ahead, this.options.consumers ?? Math.min(16, Math.ceil(this.options.concurrency / 8)));
     return Array.from({ length: count }, (_, i) => {
-      const consumer = new Worker(queue, (job, token) => this.process(job, token), {
+      const state: ConsumerState = { held: 0 };
+      const consumer = new Worker(queue, (job, token) => this.take(state, job, token), {
         connection: this.connection!,
         prefix: queuePrefix(this.options.namespace, this.options.redis),
         concurrency: WorkerService.share(this.takenNow(), count, i),
       });
       consumer.on('error', (err) => this.log.warn({ err }, 'queue consumer error'));
+      this.consumerStates.set(consumer, state);
       return consumer;
     });
   }
@@ -480,17 +530,20 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     return this.prefetching ? this.taking.ahead : this.taking.due;
   }
 
-  private async process(job: Job, token: string | undefined): Promise<string> {
+  /** A consumer hands a request over: counted for the consumer checks and for a replaced consumer's close. */
+  private async take(state: ConsumerState, job: Job, token: string | undefined): Promise<string> {
     this.taken++;
     this.inProcess++;
+    state.held++;
     try {
-      return await this.handle(job, token);
+      return await this.process(job, token);
     } finally {
       this.inProcess--;
+      if (--state.held === 0) state.onIdle?.();
     }
   }
 
-  private async handle(job: Job, token: string | undefined): Promise<string> {
+  private async process(job: Job, token: string | undefined): Promise<string> {
     const parsed = executionRequestSchema.safeParse(job.data);
     if (!parsed.success) {
       throw new ShardcronError(ErrorCodes.CORRUPT_DATA, `malformed execution request ${job.id}: ${parsed.error.message}`);
@@ -590,8 +643,9 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     if (this.watchdog) clearInterval(this.watchdog);
     if (this.consumerCheck) clearInterval(this.consumerCheck);
     for (const off of this.unsubscribe.splice(0)) off();
-    if (consumers.length > 0) {
-      const closed = WorkerService.closeAll(consumers, false).catch((err) => this.log.warn({ err }, 'closing the consumers failed'));
+    if (consumers.length > 0 || this.retiring.size > 0) {
+      // Replaced consumers close once their requests returned, as these do.
+      const closed = Promise.all([WorkerService.closeAll(consumers, false).catch((err) => this.log.warn({ err }, 'closing the consumers failed')), ...this.retiring]);
       let timer: NodeJS.Timeout | undefined;
       const graceOver = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), grace)));
       if ((await Promise.race([closed.then(() => 'closed' as const), graceOver])) === 'timeout') {
