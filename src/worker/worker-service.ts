@@ -43,13 +43,15 @@ const MAX_EARLY_HOLD_MS = 2_000;
  */
 const CONSUMER_CHECK_MS = 500;
 const CONSUMER_STALL_MS = 2_000;
-/** A check whose Redis round trip, or whose wait for its turn, took longer than this says nothing about the consumers. */
+/**
+ * A check whose Redis round trip, or whose wait for its turn, took longer than this says nothing
+ * about the consumers. So a stall of CONSUMER_STALL_MS was seen by checks at most 750 ms apart: 4 or more.
+ */
 const CONSUMER_CHECK_SLOW_MS = 250;
-/** The consumer checks in a row that must find the stall (each a CONSUMER_CHECK_MS apart) before the consumers are replaced. */
-const CONSUMER_STALL_CHECKS = 4;
 
-/** A consumer's requests in `process`, and what to do once it has none left after it was replaced. */
+/** The requests a consumer handed to `process`, ever and not returned yet, and what to do once it holds none after it was replaced. */
 interface ConsumerState {
+  taken: number;
   held: number;
   onIdle?: () => void;
 }
@@ -161,11 +163,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private closing: Promise<void> | undefined;
   private watchdog: NodeJS.Timeout | undefined;
   private consumerCheck: NodeJS.Timeout | undefined;
-  /** Requests the consumers handed to `process`, ever, and those it has not returned yet. */
-  private taken = 0;
-  private inProcess = 0;
-  /** What the consumer checks saw: `taken` at the last one and when it ran, since when and in how many checks in a row requests were ready and none taken. */
-  private readonly stall = { taken: 0, at: 0, since: 0, checks: 0, checking: false };
+  /** What the consumer checks saw: the consumers' requests taken at the last one and when it ran, and since when checks in a row found requests ready and none taken. */
+  private readonly stall: { taken: number; at: number; since: number | undefined; checking: boolean } = { taken: 0, at: 0, since: undefined, checking: false };
   private readonly consumerStates = new WeakMap<Worker, ConsumerState>();
   /** Replaced consumers until they closed (each once its last request returned). */
   private readonly retiring = new Set<Promise<void>>();
@@ -295,8 +294,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   }
 
   /**
-   * Replaces the consumers when they took nothing for CONSUMER_STALL_MS, over CONSUMER_STALL_CHECKS
-   * checks in a row, while requests were ready on their queue (waiting, prioritized, or delayed and
+   * Replaces the consumers when every check for CONSUMER_STALL_MS found that they took nothing
+   * while requests were ready on their queue (waiting, prioritized, or delayed and
    * due) and places were free. A check says nothing while the consumers are paused (ZooKeeper
    * suspended, fenced out), the worker closes, the queue is paused (Bull Board), Redis does not
    * answer, or the check itself came late or waited long for Redis: a blocked event loop, or a
@@ -307,12 +306,13 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     const consumers = this.consumers;
     const stall = this.stall;
     const now = Date.now();
+    const { taken, held } = this.counts(consumers);
     const onTime = now - stall.at < CONSUMER_CHECK_MS + CONSUMER_CHECK_SLOW_MS;
-    const quiet = onTime && this.taken === stall.taken && this.inProcess < this.takenNow();
-    stall.taken = this.taken;
+    const quiet = onTime && taken === stall.taken && held < this.takenNow();
+    stall.taken = taken;
     stall.at = now;
     if (!quiet || stall.checking || !this.consumersLive(consumers)) {
-      stall.checks = 0;
+      stall.since = undefined;
       return;
     }
     stall.checking = true;
@@ -321,14 +321,14 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       const ready = await this.readyRequests(queue);
       const answered = Date.now();
       // Taken meanwhile, paused or replaced meanwhile (a suspension, a new incarnation, a close), or too slow to tell.
-      if (ready === 0 || this.taken !== stall.taken || !this.consumersLive(consumers) || this.consumers !== consumers || answered - now > CONSUMER_CHECK_SLOW_MS) {
-        stall.checks = 0;
+      if (ready === 0 || this.counts(consumers).taken !== stall.taken || !this.consumersLive(consumers) || this.consumers !== consumers || answered - now > CONSUMER_CHECK_SLOW_MS) {
+        stall.since = undefined;
         return;
       }
-      if (stall.checks++ === 0) stall.since = now;
+      stall.since ??= now;
       const stalledMs = answered - stall.since;
-      if (stall.checks < CONSUMER_STALL_CHECKS || stalledMs < CONSUMER_STALL_MS) return;
-      stall.checks = 0;
+      if (stalledMs < CONSUMER_STALL_MS) return;
+      stall.since = undefined;
       this.log.warn({ queue, ready, stalledMs }, 'the queue consumers took no request while requests were ready and places free (a Redis failover can leave BullMQ blocked for good); replacing them');
       this.consumers = this.startConsumers(queue);
       this.retire(consumers);
@@ -336,10 +336,22 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     } catch (err) {
       // Redis failing: the consumers cannot take anything either; nothing to judge.
       this.log.debug({ err }, 'consumer check: could not read the queue');
-      stall.checks = 0;
+      stall.since = undefined;
     } finally {
       stall.checking = false;
     }
+  }
+
+  /** The requests `consumers` handed over, ever and not returned yet. */
+  private counts(consumers: readonly Worker[]): { taken: number; held: number } {
+    let taken = 0;
+    let held = 0;
+    for (const consumer of consumers) {
+      const state = this.consumerStates.get(consumer)!;
+      taken += state.taken;
+      held += state.held;
+    }
+    return { taken, held };
   }
 
   /** The consumers may take requests now: the worker runs, owns its items, and they are not paused. */
@@ -481,7 +493,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private startConsumers(queue: string): Worker[] {
     const count = Math.min(this.taking.ahead, this.options.consumers ?? Math.min(16, Math.ceil(this.options.concurrency / 8)));
     return Array.from({ length: count }, (_, i) => {
-      const state: ConsumerState = { held: 0 };
+      const state: ConsumerState = { taken: 0, held: 0 };
       const consumer = new Worker(queue, (job, token) => this.take(state, job, token), {
         connection: this.connection!,
         prefix: queuePrefix(this.options.namespace, this.options.redis),
@@ -532,13 +544,11 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
 
   /** A consumer hands a request over: counted for the consumer checks and for a replaced consumer's close. */
   private async take(state: ConsumerState, job: Job, token: string | undefined): Promise<string> {
-    this.taken++;
-    this.inProcess++;
+    state.taken++;
     state.held++;
     try {
       return await this.process(job, token);
     } finally {
-      this.inProcess--;
       if (--state.held === 0) state.onIdle?.();
     }
   }

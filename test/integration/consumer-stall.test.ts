@@ -90,6 +90,7 @@ it('consumers stuck on a blocking connection that never comes back are replaced,
   const runsBefore = runs.length;
 
   await waitFor(() => replaced.length > 0, { timeoutMs: 10_000, message: 'the worker to replace its stalled consumers' });
+  process.stdout.write(`Consumer stall: ${JSON.stringify({ replacedAfterParkMs: replaced[0].at - parkedAt, stalledMs: replaced[0].stalledMs, ready: replaced[0].ready })}\n`);
   expect(replaced[0].ready).toBeGreaterThan(0);
   expect(replaced[0].stalledMs).toBeGreaterThanOrEqual(2_000);
   expect(replaced[0].at - parkedAt).toBeLessThan(8_000);
