@@ -19,12 +19,12 @@ import { redisCommand } from '../../src/dev/redis-command';
 import { RedisSentinelGroup } from '../../src/dev/redis-sentinel';
 import { createRedisClient, type RedisClient } from '../../src/shared/redis/redis-connection';
 import type { RedisTarget } from '../../src/shared/redis/redis-target';
+import { sleep } from '../lib/stats';
 
 const ITERS = Number(process.env.ITERS ?? 20);
 const ADD_EVERY_MS = 200;
 const CHECK_AFTER_MS = 12_000;
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** `p`, or 'TIMEOUT' once `ms` passed. */
 const within = <T>(p: Promise<T>, ms: number): Promise<T | 'TIMEOUT'> => Promise.race([p, sleep(ms).then(() => 'TIMEOUT' as const)]);
 
