@@ -69,6 +69,8 @@ export interface LeaderServiceOptions {
    * two chunks.
    */
   tickChunk?: number;
+  /** Only jobs of at least this period are split across a tick's chunks (default 60 s: the more frequent ones go whole in its first chunk). */
+  tickSplitFromPeriodMs?: number;
 }
 
 export interface LeaderServiceEvents {
@@ -214,6 +216,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       schedules: this.schedules,
       lateToleranceMs: options.lateToleranceMs ?? 1_000,
       ...(options.tickChunk !== undefined && { tickChunk: options.tickChunk }),
+      ...(options.tickSplitFromPeriodMs !== undefined && { splitFromPeriodMs: options.tickSplitFromPeriodMs }),
       sessionTimeoutMs: () => options.zk.negotiatedSessionTimeoutMs,
       generation: () => this.generation,
       events: {

@@ -33,12 +33,28 @@ type Commits = Array<Array<{ job: string; fireTime: number }>>;
 /**
  * A scheduler-only leader of `cluster`'s namespace with tick chunks of `tickChunk`, not started,
  * whose ledger writes are recorded in `commits` (the enqueues that follow wait for timers, whose
- * order for one time Node does not promise), and a `close` for it.
+ * order for one time Node does not promise), and a `close` for it. Every job may be split across
+ * chunks (`tickSplitFromPeriodMs` 0), so that jobs of a few seconds' period show what a split does;
+ * `splitFromPeriodMs` 'default': the leader's own.
  */
-async function chunkedLeader(cluster: TestCluster, tickChunk: number, completedKept = 0): Promise<{ leader: LeaderService; commits: Commits; close(): Promise<void> }> {
+async function chunkedLeader(
+  cluster: TestCluster,
+  tickChunk: number,
+  completedKept = 0,
+  splitFromPeriodMs: number | 'default' = 0,
+): Promise<{ leader: LeaderService; commits: Commits; close(): Promise<void> }> {
   const zkClient = await connectZk(zk.connectionString, { namespace: cluster.namespace, sessionTimeoutMs: 2_000 });
   const connection = createRedisClient({ url: redis.url }, { name: 'leader' });
-  const leader = new LeaderService({ zk: zkClient, redis: connection, namespace: cluster.namespace, queuePrefix: queuePrefix(cluster.namespace, { url: redis.url }), instanceId: 'leader', tickChunk, completedKept });
+  const leader = new LeaderService({
+    zk: zkClient,
+    redis: connection,
+    namespace: cluster.namespace,
+    queuePrefix: queuePrefix(cluster.namespace, { url: redis.url }),
+    instanceId: 'leader',
+    tickChunk,
+    completedKept,
+    ...(splitFromPeriodMs !== 'default' && { tickSplitFromPeriodMs: splitFromPeriodMs }),
+  });
   const commits: Commits = [];
   const commit = leader.dispatcher.commit.bind(leader.dispatcher);
   jest.spyOn(leader.dispatcher, 'commit').mockImplementation((plans, ...rest) => {
@@ -92,6 +108,28 @@ test('a tick beyond the chunk size dispatches jobs of shorter period first, each
     const starts = cluster.starts().filter((s) => s.fireTime >= evens[0] && s.fireTime <= evens[3]).map((s) => key(s.job, s.fireTime, s.item));
     expect(starts.sort()).toEqual(wanted);
     expect(skipped.filter((s) => s.fireTime >= evens[0])).toEqual([]);
+  } finally {
+    await close();
+  }
+});
+
+test('jobs firing more often than once a minute are never split: their fires of one tick go whole in its first chunk, however small the chunks', async () => {
+  const cluster = new TestCluster(zk, redis);
+  // The same six jobs as above, with the leader's default split period (60 s): none of them is split.
+  const rare = ['r0', 'r1', 'r2'].map((name) => defineJob({ name, cron: '0/2 * * * * ?', shardingTotalCount: 2, execute: () => undefined }));
+  const often = ['f0', 'f1', 'f2'].map((name) => defineJob({ name, cron: '* * * * * ?', shardingTotalCount: 2, execute: () => undefined }));
+  const { leader, commits, close } = await chunkedLeader(cluster, 2, 0, 'default');
+  try {
+    await cluster.start({ roles: ['worker'], jobs: [...rare, ...often], instanceId: 'w1' });
+    await leader.start();
+    const from = Date.now() + 1_000;
+    const evens = await cluster.waitForCompleteFires('r2', 2, from, 3, 20_000);
+    for (const fireTime of evens) {
+      const chunks = commits.map((chunk) => chunk.filter((c) => c.fireTime === fireTime).map((c) => c.job)).filter((jobs) => jobs.length > 0);
+      // One chunk of all six, the every-second jobs first.
+      expect(chunks.map((jobs) => jobs.length)).toEqual([6]);
+      expect(chunks[0].slice(0, 3).sort()).toEqual(['f0', 'f1', 'f2']);
+    }
   } finally {
     await close();
   }
