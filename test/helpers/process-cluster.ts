@@ -11,7 +11,7 @@ import { waitFor } from './services';
 import { uniqueNamespace } from './zk';
 
 export interface ProcessLine {
-  kind: 'exec' | 'leader' | 'fire' | 'failover' | 'missed' | 'ready' | 'reconciled' | 'registered' | 'zk' | 'listener';
+  kind: 'exec' | 'leader' | 'fire' | 'failover' | 'missed' | 'ready' | 'reconciled' | 'registered' | 'consumers-replaced' | 'zk' | 'listener';
   pid: number;
   [key: string]: unknown;
 }

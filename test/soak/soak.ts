@@ -165,6 +165,11 @@ function report(cluster: ProcessCluster, jobs: JobSpec[], from: number, to: numb
   const failedOver = cluster.starts().filter((s) => s.source === 'FAILOVER').length;
   const coalesced = cluster.starts().filter((s) => s.source === 'MISFIRE').length;
   const missed = cluster.lines.filter((l) => l.kind === 'missed').length;
+  // Workers that found their queue consumers stuck (requests ready, none taken for 2 s) and replaced them.
+  const replacements = cluster.lines.filter((l) => l.kind === 'consumers-replaced');
+  if (process.env.SOAK_VERBOSE) {
+    for (const r of replacements) process.stdout.write(`consumers replaced on ${String(r.node)} at ${String(r.at)}: ${String(r.ready)} requests ready, none taken for ${String(r.stalledMs)} ms\n`);
+  }
   // Fires whose items never completed: either coalesced into a misfire run (leader outage) or lost.
   // An item of a dispatched fire that never completed under its own fire time is either coalesced
   // (a request found the item running and recorded a misfire: misfire semantics run such fires once,
@@ -191,6 +196,7 @@ function report(cluster: ProcessCluster, jobs: JobSpec[], from: number, to: numb
     failedOver,
     misfireRuns: coalesced,
     missed,
+    consumersReplaced: replacements.length,
     coalescedIntoMisfire: coalescedItems,
     recordedUnreported,
     lost: incomplete,
