@@ -87,6 +87,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
   const close = () =>
     (closing ??= (async () => {
       // Reverse order of start; each cleanup runs even if an earlier one failed.
+      log.debug({ steps: cleanups.map((c) => c.step).reverse() }, 'closing the node');
       for (const { step, run } of cleanups.reverse()) await closeStep(step, run, log);
       log.info('node closed');
     })());

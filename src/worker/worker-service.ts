@@ -646,7 +646,9 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     const consumers = this.consumers.splice(0);
     const grace = this.options.shutdownGraceMs ?? 30_000;
     if (consumers.length > 0 && this.options.zk.state === 'connected') {
+      this.log.debug('closing: pausing the consumers');
       await this.pauseConsumers(consumers);
+      this.log.debug('closing: marking the instance draining');
       await this.registration.setState('draining');
       this.log.info({ graceMs: grace }, 'draining: waiting for running executions');
     }

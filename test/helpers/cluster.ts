@@ -130,6 +130,7 @@ export class TestCluster {
    * call with its last log lines, which say what it was waiting for, instead of a bare hook timeout.
    */
   async close(): Promise<void> {
+    const began = Date.now();
     const stuck: string[] = [];
     await Promise.allSettled(
       this.nodes.splice(0).reverse().map(async (node) => {
@@ -142,6 +143,8 @@ export class TestCluster {
     );
     if (stuck.length === 0) return;
     const theirs = recentLines.lines.filter((line) => stuck.some((id) => line.includes(`"instanceId":${JSON.stringify(id)}`)));
-    throw new Error(`node(s) ${stuck.join(', ')} still closing after ${CLOSE_TIMEOUT_MS} ms; their last log lines:\n${theirs.slice(-60).join('')}`);
+    // A node's close logs its first step at once (debug): none since `began` means it never got to run.
+    const since = theirs.filter((line) => Number(/"time":(\d+)/.exec(line)?.[1] ?? 0) >= began).length;
+    throw new Error(`node(s) ${stuck.join(', ')} still closing after ${CLOSE_TIMEOUT_MS} ms, with ${since} line(s) logged since the close began at ${began}; their last log lines:\n${theirs.slice(-60).join('')}`);
   }
 }
