@@ -360,9 +360,10 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   }
 
   /**
-   * Stops replaced consumers taking anything more and closes each once the requests it handed over
-   * returned. With force: a stuck consumer's close without force waits for its blocking connection
-   * to end, which never comes. A close of the worker waits for these too (doClose).
+   * Stops consumers (replaced ones, or all of them when the worker closes) taking anything more and
+   * closes each once the requests it handed over returned. With force: a stuck consumer's close
+   * without force waits for its blocking connection to end, which never comes. A close of the worker
+   * waits for these within its grace period (doClose).
    */
   private retire(consumers: readonly Worker[]): void {
     for (const consumer of consumers) {
@@ -373,7 +374,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
           state.onIdle = undefined;
           consumer
             .close(true)
-            .catch((err: unknown) => this.log.warn({ err }, 'closing a replaced consumer failed'))
+            .catch((err: unknown) => this.log.warn({ err }, 'closing a queue consumer failed'))
             .finally(resolve);
         };
       });
@@ -447,9 +448,9 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     for (const consumer of this.consumers) consumer.resume();
   }
 
-  /** Closes the consumers; `force` does not wait for their running jobs. */
-  private static async closeAll(consumers: readonly Worker[], force: boolean): Promise<void> {
-    await Promise.all(consumers.map((c) => c.close(force)));
+  /** Closes the consumers with force: BullMQ waits neither for their running jobs nor for their blocking connections (see `retire`). */
+  private static async closeAll(consumers: readonly Worker[]): Promise<void> {
+    await Promise.all(consumers.map((c) => c.close(true)));
   }
 
   private abortExecutions(reason: string): void {
@@ -478,13 +479,13 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
    * requests as soon as it reads the instance entry.
    */
   private async startIncarnation(): Promise<void> {
-    await WorkerService.closeAll(this.consumers.splice(0), true);
+    await WorkerService.closeAll(this.consumers.splice(0));
     this.consumers = this.startConsumers(this.registration.nextQueue());
     let incarnation: Incarnation;
     try {
       incarnation = await this.registration.register();
     } catch (err) {
-      await WorkerService.closeAll(this.consumers.splice(0), true).catch(() => undefined);
+      await WorkerService.closeAll(this.consumers.splice(0)).catch(() => undefined);
       throw err;
     }
     this.emit('worker:registered', incarnation);
@@ -508,7 +509,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   /** The session is gone: our items may be failed over now, so stop them (invariant I4). */
   private async onSessionLost(): Promise<void> {
     this.abortExecutions('ZooKeeper session lost; executions aborted');
-    await WorkerService.closeAll(this.consumers.splice(0), true).catch((err) => this.log.warn({ err }, 'closing the old consumers failed'));
+    await WorkerService.closeAll(this.consumers.splice(0)).catch((err) => this.log.warn({ err }, 'closing the old consumers failed'));
   }
 
   /** Consumer `i`'s part of `total` over `count` consumers, as even as it goes (10 over 3: 4, 3, 3), at least 1. */
@@ -656,14 +657,19 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     if (this.consumerCheck) clearInterval(this.consumerCheck);
     for (const off of this.unsubscribe.splice(0)) off();
     if (consumers.length > 0 || this.retiring.size > 0) {
-      // Replaced consumers close once their requests returned, as these do.
-      const closed = Promise.all([WorkerService.closeAll(consumers, false).catch((err) => this.log.warn({ err }, 'closing the consumers failed')), ...this.retiring]);
+      // Each consumer closes with force once the requests it handed over have returned, as a
+      // replaced one does. BullMQ's close without force also waits for its blocking connection,
+      // which a Redis restart can leave waiting for good (ioredis keeps a client disconnected
+      // while it waits to reconnect in `reconnecting`; BullMQ #4585); and a close with force
+      // after it is the same close (BullMQ keeps the first one), so that close never ended.
+      this.retire(consumers);
+      const closed = Promise.all([...this.retiring]);
       let timer: NodeJS.Timeout | undefined;
       const graceOver = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), grace)));
       if ((await Promise.race([closed.then(() => 'closed' as const), graceOver])) === 'timeout') {
         this.log.warn({ graceMs: grace }, 'grace period over: aborting the executions still running');
         this.abortExecutions('shutdown grace period exceeded');
-        await WorkerService.closeAll(consumers, true).catch(() => undefined);
+        await WorkerService.closeAll(consumers).catch(() => undefined);
       }
       clearTimeout(timer);
     }

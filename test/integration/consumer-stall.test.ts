@@ -123,6 +123,26 @@ it('a worker whose places are all taken leaves its ready requests waiting and re
   expect(replaced).toEqual([]);
 });
 
+it('a worker whose consumers are stuck that way closes at once, not after its grace period or never', async () => {
+  // A Redis restart just before a close left a consumer's blocking connection so in CI
+  // (console-history.test.ts): BullMQ's close without force waited for it for good, and the close
+  // with force after the grace period was that same close.
+  const runs: number[] = [];
+  const job = defineJob({ name: 'tick', cron: '* * * * * ?', shardingTotalCount: 2, execute: (ctx) => void runs.push(ctx.fireTime) });
+  node = await startWorker([job], { shutdownGraceMs: 20_000 });
+  await waitFor(() => new Set(runs).size >= 2, { timeoutMs: 20_000, message: 'two fires run' });
+  const consumers = [...consumersOf(node)];
+  await Promise.all(consumers.map((c) => park(blockingClient(c))));
+  const closing = node;
+  node = undefined;
+  const started = Date.now();
+  await closing.close();
+  const closedMs = Date.now() - started;
+  process.stdout.write(`Close with parked consumers: ${JSON.stringify({ closedMs, consumers: consumers.length })}\n`);
+  expect(closedMs).toBeLessThan(5_000);
+  await expect(Promise.all(consumers.map((c) => c.closing))).resolves.toBeDefined();
+});
+
 /** Items run of the first whole fire after `since`. */
 function countItems(runs: readonly number[], since: number): number {
   const fires = runs.filter((f) => f > since);
