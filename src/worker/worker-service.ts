@@ -48,12 +48,16 @@ const CONSUMER_STALL_MS = 2_000;
  * about the consumers. So a stall of CONSUMER_STALL_MS was seen by checks at most 750 ms apart: 4 or more.
  */
 const CONSUMER_CHECK_SLOW_MS = 250;
+/** After the grace period, how long a close waits for the aborted executions to put their requests back. */
+const ABORTED_RETURN_MS = 5_000;
 
 /** The requests a consumer handed to `process`, ever and not returned yet, and what to do once it holds none after it was replaced. */
 interface ConsumerState {
   taken: number;
   held: number;
   onIdle?: () => void;
+  /** Replaced or closing: a request it still hands over (a fetch already under way) goes back to the queue. */
+  retired?: boolean;
 }
 
 const TRANSIENT_CODES: ReadonlySet<string> = new Set([
@@ -368,6 +372,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private retire(consumers: readonly Worker[]): void {
     for (const consumer of consumers) {
       const state = this.consumerStates.get(consumer)!;
+      state.retired = true;
       consumer.pause(true).catch(() => undefined);
       const closed = new Promise<void>((resolve) => {
         state.onIdle = () => {
@@ -545,6 +550,12 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
 
   /** A consumer hands a request over: counted for the consumer checks and for a replaced consumer's close. */
   private async take(state: ConsumerState, job: Job, token: string | undefined): Promise<string> {
+    if (state.retired) {
+      // Fetched after the consumer was retired (BullMQ does not look at its pause after a fetch): not
+      // run by a consumer closed with force, whose completion BullMQ would no longer record.
+      await this.putBack(job, token);
+      throw new WaitingError();
+    }
     state.taken++;
     state.held++;
     try {
@@ -669,6 +680,11 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       if ((await Promise.race([closed.then(() => 'closed' as const), graceOver])) === 'timeout') {
         this.log.warn({ graceMs: grace }, 'grace period over: aborting the executions still running');
         this.abortExecutions('shutdown grace period exceeded');
+        // The aborted runs release their items and put their requests back through the connection
+        // quit below: give them a moment (a handler that ignores its signal does not end by it).
+        let returned: NodeJS.Timeout | undefined;
+        await Promise.race([closed, new Promise((resolve) => (returned = setTimeout(resolve, ABORTED_RETURN_MS)))]);
+        clearTimeout(returned);
         await WorkerService.closeAll(consumers).catch(() => undefined);
       }
       clearTimeout(timer);
