@@ -5,6 +5,7 @@
  * worker, when it has them, feed them through their events.
  */
 import { Admin } from '../admin/admin';
+import { within } from '../shared/concurrency';
 import { isLoopbackHost } from '../shared/config/env-config';
 import { jsonCodec } from '../shared/codec';
 import { ConfigError, ErrorCodes } from '../shared/errors';
@@ -52,19 +53,6 @@ export interface ConsoleRoleOptions {
   logger: Logger;
 }
 
-/** Within `ms`, or undefined. The timer does not keep the process alive. */
-async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<undefined>((resolve) => {
-    timer = setTimeout(resolve, ms, undefined);
-    timer.unref();
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** The console of one node: start(), url, close(). */
 export class ConsoleRole {

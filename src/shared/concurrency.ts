@@ -81,3 +81,14 @@ export class Semaphore {
     };
   }
 }
+
+/** `promise`'s value if it settles within `ms`, else undefined (the wait ends then; the promise goes on). */
+export async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(resolve, ms, undefined)));
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

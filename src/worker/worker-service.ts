@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import { DelayedError, WaitingError, Worker, type Job } from 'bullmq';
-import { Semaphore } from '../shared/concurrency';
+import { Semaphore, within } from '../shared/concurrency';
 import { createRedisClient, type RedisClient } from '../shared/redis/redis-connection';
 import { ItemRecords, leaseAskChannel, parseLeaseAsk } from '../shared/registry/item-records';
 import type { RedisTarget } from '../shared/redis/redis-target';
@@ -445,8 +445,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   }
 
   /** Stops taking requests; running executions go on. */
-  private async pauseConsumers(consumers: readonly Worker[] = this.consumers): Promise<void> {
-    await Promise.all(consumers.map((c) => c.pause(true).catch(() => undefined)));
+  private async pauseConsumers(): Promise<void> {
+    await Promise.all(this.consumers.map((c) => c.pause(true).catch(() => undefined)));
   }
 
   private resumeConsumers(): void {
@@ -657,9 +657,14 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private async doClose(): Promise<void> {
     const consumers = this.consumers.splice(0);
     const grace = this.options.shutdownGraceMs ?? 30_000;
+    // Each consumer is paused now and closes with force once the requests it handed over have
+    // returned, as a replaced one does. BullMQ's close without force also waits for its blocking
+    // connection, which a Redis restart can leave waiting for good (ioredis keeps a client
+    // disconnected while it waits to reconnect in `reconnecting`; BullMQ #4585); and a close with
+    // force after it is the same close (BullMQ keeps the first one), so that close never ended.
+    this.log.debug('closing: retiring the consumers');
+    this.retire(consumers);
     if (consumers.length > 0 && this.options.zk.state === 'connected') {
-      this.log.debug('closing: pausing the consumers');
-      await this.pauseConsumers(consumers);
       this.log.debug('closing: marking the instance draining');
       await this.registration.setState('draining');
       this.log.info({ graceMs: grace }, 'draining: waiting for running executions');
@@ -667,27 +672,16 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     if (this.watchdog) clearInterval(this.watchdog);
     if (this.consumerCheck) clearInterval(this.consumerCheck);
     for (const off of this.unsubscribe.splice(0)) off();
-    if (consumers.length > 0 || this.retiring.size > 0) {
-      // Each consumer closes with force once the requests it handed over have returned, as a
-      // replaced one does. BullMQ's close without force also waits for its blocking connection,
-      // which a Redis restart can leave waiting for good (ioredis keeps a client disconnected
-      // while it waits to reconnect in `reconnecting`; BullMQ #4585); and a close with force
-      // after it is the same close (BullMQ keeps the first one), so that close never ended.
-      this.retire(consumers);
-      const closed = Promise.all([...this.retiring]);
-      let timer: NodeJS.Timeout | undefined;
-      const graceOver = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), grace)));
-      if ((await Promise.race([closed.then(() => 'closed' as const), graceOver])) === 'timeout') {
+    if (this.retiring.size > 0) {
+      const closed = Promise.all([...this.retiring]).then(() => true);
+      if (!(await within(closed, grace))) {
         this.log.warn({ graceMs: grace }, 'grace period over: aborting the executions still running');
         this.abortExecutions('shutdown grace period exceeded');
         // The aborted runs release their items and put their requests back through the connection
         // quit below: give them a moment (a handler that ignores its signal does not end by it).
-        let returned: NodeJS.Timeout | undefined;
-        await Promise.race([closed, new Promise((resolve) => (returned = setTimeout(resolve, ABORTED_RETURN_MS)))]);
-        clearTimeout(returned);
+        await within(closed, ABORTED_RETURN_MS);
         await WorkerService.closeAll(consumers).catch(() => undefined);
       }
-      clearTimeout(timer);
     }
     // Each stage is logged before it starts: a close that does not end says what it waits for.
     this.log.debug('closing: consumers closed, leaving the jobs');

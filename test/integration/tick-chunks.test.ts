@@ -27,6 +27,10 @@ afterAll(async () => {
   expectNoLiveServices();
 });
 
+/** The jobs of each commit (chunk) that ledgered `fireTime`, in the order the commits ran. */
+const chunksOf = (commits: Commits, fireTime: number): string[][] =>
+  commits.map((chunk) => chunk.filter((c) => c.fireTime === fireTime).map((c) => c.job)).filter((jobs) => jobs.length > 0);
+
 /** What a test's leader ledgered, one entry per dispatcher.commit call (a chunk's), in the order they ran on its chain. */
 type Commits = Array<Array<{ job: string; fireTime: number }>>;
 
@@ -88,7 +92,7 @@ test('a tick beyond the chunk size dispatches jobs of shorter period first, each
     // Four even seconds after `from`, each with all six jobs.
     const evens = await cluster.waitForCompleteFires('r2', 2, from, 4, 20_000);
     for (const fireTime of evens) {
-      const chunks = commits.map((chunk) => chunk.filter((c) => c.fireTime === fireTime).map((c) => c.job)).filter((jobs) => jobs.length > 0);
+      const chunks = chunksOf(commits, fireTime);
       // Three chunks of two, the every-second jobs first.
       expect(chunks.map((jobs) => jobs.length)).toEqual([2, 2, 2]);
       expect(chunks.flat().slice(0, 3).sort()).toEqual(['f0', 'f1', 'f2']);
@@ -125,7 +129,7 @@ test('jobs firing more often than once a minute are never split: their fires of 
     const from = Date.now() + 1_000;
     const evens = await cluster.waitForCompleteFires('r2', 2, from, 3, 20_000);
     for (const fireTime of evens) {
-      const chunks = commits.map((chunk) => chunk.filter((c) => c.fireTime === fireTime).map((c) => c.job)).filter((jobs) => jobs.length > 0);
+      const chunks = chunksOf(commits, fireTime);
       // One chunk of all six, the every-second jobs first.
       expect(chunks.map((jobs) => jobs.length)).toEqual([6]);
       expect(chunks[0].slice(0, 3).sort()).toEqual(['f0', 'f1', 'f2']);
