@@ -1,8 +1,10 @@
+import type { Job } from 'bullmq';
 import { executionRequestSchema, type ExecutionRequest } from '../shared/registry/execution-request';
 import { failoverIntentCodec, type FailoverIntent } from '../shared/registry/fire-ledger';
 import type { RedisClient } from '../shared/redis/redis-connection';
 import type { Logger } from '../shared/logger';
 import { namespaceQueues } from '../shared/redis/namespace-queues';
+import { DRAINED_FIELD } from '../shared/registry/queue-names';
 import { registryPaths } from '../shared/registry/registry-paths';
 import type { ZkClient } from '../shared/zk';
 import type { JobState } from './fire-dispatcher';
@@ -53,39 +55,58 @@ export class FailoverCoordinator {
    */
   async moveQueue(from: string, queueName: string, reason: MoveReason, only?: ReadonlySet<string>): Promise<void> {
     const queue = this.deps.queues.get(queueName);
-    const states = reason === 'lost' && !only ? [...PENDING_STATES, 'active' as const] : [...PENDING_STATES];
-    const all = await queue.getJobs(states);
-    const jobs = only ? all.filter((job) => typeof job.data?.job === 'string' && only.has(job.data.job)) : all;
-    const byJob = new Map<string, { requests: ExecutionRequest[]; ids: string[] }>();
-    const malformed: string[] = [];
-    for (const job of jobs) {
-      const parsed = executionRequestSchema.safeParse(job.data);
-      if (!parsed.success) {
-        this.deps.log.warn({ queue: queueName, id: job.id }, 'malformed request in a failed queue; dropped');
-        malformed.push(job.id!);
-        continue;
-      }
-      let entry = byJob.get(parsed.data.job);
-      if (!entry) byJob.set(parsed.data.job, (entry = { requests: [], ids: [] }));
-      entry.requests.push(parsed.data);
-      entry.ids.push(job.id!);
-    }
-    if (only) {
-      for (const [job, { requests, ids }] of byJob) if (await this.moveRequests(job, from, requests, 'draining')) await this.removeFromDraining(queue, from, ids);
-      return;
-    }
-    if (reason === 'draining') await this.removeFromDraining(queue, from, malformed);
-    for (const [job, { requests, ids }] of byJob) {
-      const moved = await this.moveRequests(job, from, requests, reason);
+    // A lost queue's active requests are read first: one put back meanwhile is read again as
+    // waiting, and moves once, as waiting.
+    const taken = reason === 'draining' || only ? [] : await queue.getJobs(['active']);
+    const waitingJobs = await queue.getJobs([...PENDING_STATES]);
+    if (only || reason === 'draining') {
+      const { requests: pending, malformed } = FailoverCoordinator.byJob(queueName, waitingJobs, only, this.deps.log);
+      if (!only) await this.removeFromDraining(queue, from, malformed);
       // Moved requests must not run on the draining instance too, nor move a second time, to
       // another instance, when it leaves: all of them go, put-back ones (taken once, so with a
       // processedOn) included, each job's right after its move, so that a move failing later
       // leaves none moved behind.
-      if (reason === 'draining' && moved) await this.removeFromDraining(queue, from, ids);
+      for (const [job, { requests, ids }] of pending) if (await this.moveRequests(job, from, requests, 'draining')) await this.removeFromDraining(queue, from, ids);
+      return;
     }
-    if (reason === 'draining') return;
+    // Marked by a worker whose close ended with its consumers closed (worker-service.ts): what waits
+    // in its queue never ran there.
+    const drained = (await this.deps.queues.connection.hexists(`${this.deps.queues.prefix}:${queueName}:meta`, DRAINED_FIELD)) === 1;
+    const waiting = new Set(waitingJobs.map((j) => j.id!));
+    const { requests: all } = FailoverCoordinator.byJob(queueName, [...taken.filter((j) => !waiting.has(j.id!)), ...waitingJobs], undefined, this.deps.log);
+    for (const [job, { requests, ids }] of all) {
+      // A drained instance's waiting requests move as its drain's did, with failover off too: they
+      // came after the drain's move (the enqueue of a fire planned before the drain, a request a
+      // retired consumer fetched and put back, a run aborted at the end of the grace period).
+      if (drained && !this.deps.jobs().get(job)?.view.config?.failover) {
+        const left = requests.filter((_, i) => !waiting.has(ids[i]));
+        const drained = requests.filter((_, i) => waiting.has(ids[i]));
+        if (drained.length > 0 && !(await this.moveRequests(job, from, drained, 'draining'))) left.push(...drained);
+        if (left.length > 0) await this.moveRequests(job, from, left, 'lost');
+      } else await this.moveRequests(job, from, requests, 'lost');
+    }
     await queue.obliterate({ force: true });
-    this.deps.log.info({ queue: queueName, from, moved: jobs.length }, 'lost instance queue emptied and removed');
+    this.deps.log.info({ queue: queueName, from, moved: [...all.values()].reduce((n, e) => n + e.ids.length, 0) }, 'lost instance queue emptied and removed');
+  }
+
+  /** The requests of `jobs` (those of the jobs in `only`, when given) by job, and the ids of malformed ones (dropped). */
+  private static byJob(queue: string, jobs: readonly Job[], only: ReadonlySet<string> | undefined, log: Logger): { requests: Map<string, { requests: ExecutionRequest[]; ids: string[] }>; malformed: string[] } {
+    const requests = new Map<string, { requests: ExecutionRequest[]; ids: string[] }>();
+    const malformed: string[] = [];
+    for (const job of jobs) {
+      if (only && !(typeof job.data?.job === 'string' && only.has(job.data.job))) continue;
+      const parsed = executionRequestSchema.safeParse(job.data);
+      if (!parsed.success) {
+        log.warn({ queue, id: job.id }, 'malformed request in a failed queue; dropped');
+        malformed.push(job.id!);
+        continue;
+      }
+      let entry = requests.get(parsed.data.job);
+      if (!entry) requests.set(parsed.data.job, (entry = { requests: [], ids: [] }));
+      entry.requests.push(parsed.data);
+      entry.ids.push(job.id!);
+    }
+    return { requests, malformed };
   }
 
   /**

@@ -9,7 +9,7 @@ import { WORKER_BOUNDS, type GenericJobType } from '../shared/config/env-config'
 import { executionRequestSchema } from '../shared/registry/execution-request';
 import type { ResolvedJobDefinition } from '../shared/config/job-definition';
 import { silentLogger, type Logger } from '../shared/logger';
-import { queuePrefix } from '../shared/registry/queue-names';
+import { DRAINED_FIELD, queuePrefix } from '../shared/registry/queue-names';
 import { TypedEmitter } from '../shared/typed-emitter';
 import type { ZkClient } from '../shared/zk';
 import { ErrorWebhooks } from './error-webhook';
@@ -50,14 +50,19 @@ const CONSUMER_STALL_MS = 2_000;
 const CONSUMER_CHECK_SLOW_MS = 250;
 /** After the grace period, how long a close waits for the aborted executions to put their requests back. */
 const ABORTED_RETURN_MS = 5_000;
+/** How long a close waits to mark its queue drained (Redis may be down: then the close goes on). */
+const MARK_DRAINED_MS = 2_000;
 
 /** The requests a consumer handed to `process`, ever and not returned yet, and what to do once it holds none after it was replaced. */
 interface ConsumerState {
   taken: number;
   held: number;
   onIdle?: () => void;
-  /** Replaced or closing: a request it still hands over (a fetch already under way) goes back to the queue. */
-  retired?: boolean;
+  /**
+   * Closed with force (replaced, or its worker closing, and holding nothing): a request it still
+   * hands over (a fetch already under way) goes back to the queue.
+   */
+  closed?: boolean;
 }
 
 const TRANSIENT_CODES: ReadonlySet<string> = new Set([
@@ -372,11 +377,11 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private retire(consumers: readonly Worker[]): void {
     for (const consumer of consumers) {
       const state = this.consumerStates.get(consumer)!;
-      state.retired = true;
       consumer.pause(true).catch(() => undefined);
       const closed = new Promise<void>((resolve) => {
         state.onIdle = () => {
           state.onIdle = undefined;
+          state.closed = true;
           consumer
             .close(true)
             .catch((err: unknown) => this.log.warn({ err }, 'closing a queue consumer failed'))
@@ -454,7 +459,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   }
 
   /** Closes the consumers with force: BullMQ waits neither for their running jobs nor for their blocking connections (see `retire`). */
-  private static async closeAll(consumers: readonly Worker[]): Promise<void> {
+  private async closeAll(consumers: readonly Worker[]): Promise<void> {
+    for (const consumer of consumers) this.consumerStates.get(consumer)!.closed = true;
     await Promise.all(consumers.map((c) => c.close(true)));
   }
 
@@ -480,17 +486,33 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   }
 
   /**
+   * Marks our queue drained before we leave: what still waits in it came after the leader's move of
+   * our waiting requests (a fire planned before we said we were draining, a request a retired
+   * consumer fetched and put back, a run aborted at the end of the grace period), never ran here,
+   * and moves when we leave, with failover off too (failover.ts). Best effort: unmarked, the leader
+   * takes the queue for a lost one's.
+   */
+  private async markDrained(): Promise<void> {
+    const queue = this.registration.incarnation?.queue;
+    if (!queue || !this.connection) return;
+    await within(
+      this.connection.hset(`${queuePrefix(this.options.namespace, this.options.redis)}:${queue}:meta`, DRAINED_FIELD, String(Date.now())).catch((err: unknown) => this.log.warn({ err }, 'could not mark the queue drained')),
+      MARK_DRAINED_MS,
+    );
+  }
+
+  /**
    * Registers a new incarnation and consumes its queue. The consumers start first: the leader sends
    * requests as soon as it reads the instance entry.
    */
   private async startIncarnation(): Promise<void> {
-    await WorkerService.closeAll(this.consumers.splice(0));
+    await this.closeAll(this.consumers.splice(0));
     this.consumers = this.startConsumers(this.registration.nextQueue());
     let incarnation: Incarnation;
     try {
       incarnation = await this.registration.register();
     } catch (err) {
-      await WorkerService.closeAll(this.consumers.splice(0)).catch(() => undefined);
+      await this.closeAll(this.consumers.splice(0)).catch(() => undefined);
       throw err;
     }
     this.emit('worker:registered', incarnation);
@@ -514,7 +536,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   /** The session is gone: our items may be failed over now, so stop them (invariant I4). */
   private async onSessionLost(): Promise<void> {
     this.abortExecutions('ZooKeeper session lost; executions aborted');
-    await WorkerService.closeAll(this.consumers.splice(0)).catch((err) => this.log.warn({ err }, 'closing the old consumers failed'));
+    await this.closeAll(this.consumers.splice(0)).catch((err) => this.log.warn({ err }, 'closing the old consumers failed'));
   }
 
   /** Consumer `i`'s part of `total` over `count` consumers, as even as it goes (10 over 3: 4, 3, 3), at least 1. */
@@ -550,9 +572,10 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
 
   /** A consumer hands a request over: counted for the consumer checks and for a replaced consumer's close. */
   private async take(state: ConsumerState, job: Job, token: string | undefined): Promise<string> {
-    if (state.retired) {
-      // Fetched after the consumer was retired (BullMQ does not look at its pause after a fetch): not
-      // run by a consumer closed with force, whose completion BullMQ would no longer record.
+    if (state.closed) {
+      // Fetched as the consumer was closed with force (BullMQ does not look at its pause after a
+      // fetch): not run by a consumer whose completion BullMQ no longer records. One retired but
+      // still open runs it (its close waits for it): a draining worker's is on its way to nowhere else.
       await this.putBack(job, token);
       throw new WaitingError();
     }
@@ -680,11 +703,13 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
         // The aborted runs release their items and put their requests back through the connection
         // quit below: give them a moment (a handler that ignores its signal does not end by it).
         await within(closed, ABORTED_RETURN_MS);
-        await WorkerService.closeAll(consumers).catch(() => undefined);
+        await this.closeAll(consumers).catch(() => undefined);
       }
     }
     // Each stage is logged before it starts: a close that does not end says what it waits for.
-    this.log.debug('closing: consumers closed, leaving the jobs');
+    this.log.debug('closing: consumers closed, marking the queue drained');
+    await this.markDrained();
+    this.log.debug('closing: leaving the jobs');
     await this.jobs.stopFollowing();
     this.log.debug('closing: unregistering');
     await this.registration.unregister().catch(() => undefined);

@@ -13,7 +13,7 @@ import type { JobView } from '../../src/leader/job-view';
 import { QueuePool } from '../../src/leader/queue-pool';
 import type { ExecutionRequest } from '../../src/shared/registry/execution-request';
 import { createLogger } from '../../src/shared/logger';
-import { QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
+import { DRAINED_FIELD, QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
 import { createRedisConnection } from '../../src/shared/redis/redis-connection';
 import type { ZkClient } from '../../src/shared/zk';
 import { closeServices, startRedis, startZooKeeper } from '../helpers/services';
@@ -165,5 +165,40 @@ describe('FailoverCoordinator.moveQueue (real ZooKeeper and Redis)', () => {
     await coordinator([], missed, false, false).moveQueue('a', 'q-a', 'lost');
     expect(missed).toEqual([`0@${fire}`]);
     expect(await pool.get('q-b').getJobs(['wait'])).toEqual([]);
+  });
+
+  it('failover off, a lost queue its worker marked drained: what waits in it moves, what was taken is missed', async () => {
+    const fire = Date.now() - 1_000;
+    // Item 0 came after the drain's move (a fire planned before the drain, or put back by a
+    // retired consumer); item 1 was taken and left active (its consumer closed with force).
+    await pool.enqueue(new Map([['q-a', [request(1, fire)]]]));
+    const connection = createRedisConnection(redisServer.url);
+    const worker = new Worker('q-a', null, { connection, prefix: QUEUE_PREFIX, autorun: false });
+    try {
+      expect((await worker.getNextJob('test-token'))?.data).toMatchObject({ item: 1 });
+    } finally {
+      await worker.close(true);
+      connection.disconnect();
+    }
+    await pool.enqueue(new Map([['q-a', [request(0, fire)]]]));
+    await redis.hset(`${QUEUE_PREFIX}:q-a:meta`, DRAINED_FIELD, '1');
+    const moved: string[] = [];
+    const missed: string[] = [];
+    await coordinator(moved, missed, false, false).moveQueue('a', 'q-a', 'lost');
+    expect({ moved, missed }).toEqual({ moved: [`0@${fire}->b`], missed: [`1@${fire}`] });
+    const onB = (await pool.get('q-b').getJobs(['wait'])).map((j) => j.data as ExecutionRequest);
+    expect(onB).toEqual([{ job: JOB, item: 0, fireTime: fire, source: 'FAILOVER', epoch: 1, from: 'a' }]);
+    expect(await redis.exists(`${QUEUE_PREFIX}:q-a:meta`, `${QUEUE_PREFIX}:q-a:wait`, `${QUEUE_PREFIX}:q-a:active`)).toBe(0);
+
+    // Alone, with nowhere to send it, a never-taken request is missed as well.
+    await pool.enqueue(new Map([['q-a', [request(0, fire + 1_000)]]]));
+    await redis.hset(`${QUEUE_PREFIX}:q-a:meta`, DRAINED_FIELD, '1');
+    await coordinator(moved, missed, true, false).moveQueue('a', 'q-a', 'lost');
+    expect(missed).toEqual([`1@${fire}`, `0@${fire + 1_000}`]);
+    // Unmarked (its worker died): a waiting request is missed too (DESIGN.md flow 6).
+    await pool.enqueue(new Map([['q-a', [request(0, fire + 2_000)]]]));
+    await coordinator(moved, missed, false, false).moveQueue('a', 'q-a', 'lost');
+    expect(missed).toEqual([`1@${fire}`, `0@${fire + 1_000}`, `0@${fire + 2_000}`]);
+    expect(moved).toHaveLength(1);
   });
 });

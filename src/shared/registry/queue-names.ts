@@ -37,6 +37,13 @@ export function queuePrefix(namespace: string, target: RedisTarget): string {
 }
 
 /**
+ * A field shardcron adds to a queue's BullMQ `meta` hash (which its obliteration deletes): set by a
+ * worker at the end of its close, once its consumers closed and its runs returned, so that what is
+ * still waiting in the queue never ran there; the leader moves it with failover off too (failover.ts).
+ */
+export const DRAINED_FIELD = 'shardcron:drained';
+
+/**
  * The queue of one instance incarnation. A new incarnation (after a lost session) gets a new
  * queue, so requests meant for the old one can never be taken by the new one by mistake.
  * BullMQ forbids ':' in queue names; IPv6 instance ids have them.
