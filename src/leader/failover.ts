@@ -55,12 +55,8 @@ export class FailoverCoordinator {
    */
   async moveQueue(from: string, queueName: string, reason: MoveReason, only?: ReadonlySet<string>): Promise<void> {
     const queue = this.deps.queues.get(queueName);
-    // A lost queue's active requests are read first: one put back meanwhile is read again as
-    // waiting, and moves once, as waiting.
-    const taken = reason === 'draining' || only ? [] : await queue.getJobs(['active']);
-    const waitingJobs = await queue.getJobs([...PENDING_STATES]);
     if (only || reason === 'draining') {
-      const { requests: pending, malformed } = FailoverCoordinator.byJob(queueName, waitingJobs, only, this.deps.log);
+      const { requests: pending, malformed } = FailoverCoordinator.byJob(queueName, await queue.getJobs([...PENDING_STATES]), only, this.deps.log);
       if (!only) await this.removeFromDraining(queue, from, malformed);
       // Moved requests must not run on the draining instance too, nor move a second time, to
       // another instance, when it leaves: all of them go, put-back ones (taken once, so with a
@@ -69,19 +65,22 @@ export class FailoverCoordinator {
       for (const [job, { requests, ids }] of pending) if (await this.moveRequests(job, from, requests, 'draining')) await this.removeFromDraining(queue, from, ids);
       return;
     }
-    // Marked by a worker whose close ended with its consumers closed (worker-service.ts): what waits
-    // in its queue never ran there.
+    // Marked by a worker at the end of its close (worker-service.ts): what waits in its queue it
+    // handed back, not run or aborted at the end of its grace period.
     const drained = (await this.deps.queues.connection.hexists(`${this.deps.queues.prefix}:${queueName}:meta`, DRAINED_FIELD)) === 1;
-    const waiting = new Set(waitingJobs.map((j) => j.id!));
-    const { requests: all } = FailoverCoordinator.byJob(queueName, [...taken.filter((j) => !waiting.has(j.id!)), ...waitingJobs], undefined, this.deps.log);
+    // One read of every request (BullMQ reads the states in one script), then which of them wait: a
+    // request taken meanwhile counts as taken, one put back as waiting; none is left out.
+    const jobs = await queue.getJobs([...PENDING_STATES, 'active']);
+    const waiting = new Set(drained ? await queue.getRanges([...PENDING_STATES]) : []);
+    const { requests: all } = FailoverCoordinator.byJob(queueName, jobs, undefined, this.deps.log);
     for (const [job, { requests, ids }] of all) {
-      // A drained instance's waiting requests move as its drain's did, with failover off too: they
-      // came after the drain's move (the enqueue of a fire planned before the drain, a request a
-      // retired consumer fetched and put back, a run aborted at the end of the grace period).
+      // A drained instance's waiting requests move as its drain's did, with failover off too (a run
+      // aborted at the end of the grace period runs again): they came after the drain's move (the
+      // enqueue of a fire planned before the drain, a request a closed consumer fetched and put back).
       if (drained && !this.deps.jobs().get(job)?.view.config?.failover) {
         const left = requests.filter((_, i) => !waiting.has(ids[i]));
-        const drained = requests.filter((_, i) => waiting.has(ids[i]));
-        if (drained.length > 0 && !(await this.moveRequests(job, from, drained, 'draining'))) left.push(...drained);
+        const handedBack = requests.filter((_, i) => waiting.has(ids[i]));
+        if (handedBack.length > 0 && !(await this.moveRequests(job, from, handedBack, 'draining'))) left.push(...handedBack);
         if (left.length > 0) await this.moveRequests(job, from, left, 'lost');
       } else await this.moveRequests(job, from, requests, 'lost');
     }

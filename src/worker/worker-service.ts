@@ -52,6 +52,8 @@ const CONSUMER_CHECK_SLOW_MS = 250;
 const ABORTED_RETURN_MS = 5_000;
 /** How long a close waits to mark its queue drained (Redis may be down: then the close goes on). */
 const MARK_DRAINED_MS = 2_000;
+/** Sets a field of a hash that exists (KEYS[1]; ARGV: field, value). */
+const MARK_IF_PRESENT = "if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end return 0";
 
 /** The requests a consumer handed to `process`, ever and not returned yet, and what to do once it holds none after it was replaced. */
 interface ConsumerState {
@@ -177,6 +179,10 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private readonly consumerStates = new WeakMap<Worker, ConsumerState>();
   /** Replaced consumers until they closed (each once its last request returned). */
   private readonly retiring = new Set<Promise<void>>();
+  /** Put-backs of requests closed consumers still handed over (`take`), which a close waits for before it marks the queue drained. */
+  private readonly handingBack = new Set<Promise<void>>();
+  /** The close's grace period is over: a request a consumer still hands over goes back, as a closed one's does. */
+  private graceOver = false;
   /** True while we stopped because the ownership deadline passed (invariant I4). */
   private fencedOut = false;
 
@@ -495,8 +501,12 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   private async markDrained(): Promise<void> {
     const queue = this.registration.incarnation?.queue;
     if (!queue || !this.connection) return;
+    // Only on a queue that still exists: after a session lost meanwhile the leader may have removed
+    // it, and a meta key alone would read as a queue (namespaceQueues) until a takeover sweeps it.
+    const meta = `${queuePrefix(this.options.namespace, this.options.redis)}:${queue}:meta`;
+    const marking = this.connection.eval(MARK_IF_PRESENT, 1, meta, DRAINED_FIELD, String(Date.now()));
     await within(
-      this.connection.hset(`${queuePrefix(this.options.namespace, this.options.redis)}:${queue}:meta`, DRAINED_FIELD, String(Date.now())).catch((err: unknown) => this.log.warn({ err }, 'could not mark the queue drained')),
+      marking.catch((err: unknown) => this.log.warn({ err }, 'could not mark the queue drained')),
       MARK_DRAINED_MS,
     );
   }
@@ -572,11 +582,18 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
 
   /** A consumer hands a request over: counted for the consumer checks and for a replaced consumer's close. */
   private async take(state: ConsumerState, job: Job, token: string | undefined): Promise<string> {
-    if (state.closed) {
+    if (state.closed || this.graceOver) {
       // Fetched as the consumer was closed with force (BullMQ does not look at its pause after a
-      // fetch): not run by a consumer whose completion BullMQ no longer records. One retired but
-      // still open runs it (its close waits for it): a draining worker's is on its way to nowhere else.
-      await this.putBack(job, token);
+      // fetch): not run by a consumer whose completion BullMQ no longer records, nor after the
+      // close's grace period, under a signal its abort did not reach. One retired but still open
+      // runs it (its close waits for it): a draining worker's is on its way to nowhere else.
+      const back = this.putBack(job, token);
+      this.handingBack.add(back);
+      try {
+        await back;
+      } finally {
+        this.handingBack.delete(back);
+      }
       throw new WaitingError();
     }
     state.taken++;
@@ -699,6 +716,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       const closed = Promise.all([...this.retiring]).then(() => true);
       if (!(await within(closed, grace))) {
         this.log.warn({ graceMs: grace }, 'grace period over: aborting the executions still running');
+        this.graceOver = true;
         this.abortExecutions('shutdown grace period exceeded');
         // The aborted runs release their items and put their requests back through the connection
         // quit below: give them a moment (a handler that ignores its signal does not end by it).
@@ -708,6 +726,9 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     }
     // Each stage is logged before it starts: a close that does not end says what it waits for.
     this.log.debug('closing: consumers closed, marking the queue drained');
+    // A fetch under way when its consumer closed hands its request back meanwhile (BullMQ's close
+    // with force does not wait for it): back in the queue before the mark says what is there.
+    await within(Promise.allSettled([...this.handingBack]), MARK_DRAINED_MS);
     await this.markDrained();
     this.log.debug('closing: leaving the jobs');
     await this.jobs.stopFollowing();

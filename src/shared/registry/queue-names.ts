@@ -38,8 +38,9 @@ export function queuePrefix(namespace: string, target: RedisTarget): string {
 
 /**
  * A field shardcron adds to a queue's BullMQ `meta` hash (which its obliteration deletes): set by a
- * worker at the end of its close, once its consumers closed and its runs returned, so that what is
- * still waiting in the queue never ran there; the leader moves it with failover off too (failover.ts).
+ * worker at the end of its close, after its consumers closed, so that what still waits in the queue
+ * is what it handed back (never run there, or aborted at the end of the grace period); the leader
+ * moves that with failover off too (failover.ts).
  */
 export const DRAINED_FIELD = 'shardcron:drained';
 
