@@ -92,6 +92,12 @@ export interface FirePlan {
   requests: Map<string, ExecutionRequest[]>;
   /** Whether the plan computed the assignment anew (a reshard, whether or not items moved). */
   resharded: boolean;
+  /**
+   * False when items still running on their old instances kept the reshard from giving them to the
+   * instances the strategy names (a worker that joined gets nothing while they run): the job
+   * reshards again at its next fire, until they are free.
+   */
+  settled: boolean;
   /** The job's {@link JobState.reshards} when the plan was made. */
   reshards: number;
 }
@@ -132,20 +138,24 @@ export class FireDispatcher {
     let assignment = state.assignment;
     let changed: number[] = [];
     let resharded = false;
+    let settled = true;
     const flagged = view.shardingFlagged;
     if (state.needsReshard || flagged || !assignment || !assignmentStillValid(assignment, config.shardingTotalCount, eligibleIds)) {
-      const next = computeAssignment({
+      const input = {
         job: config.name,
         total: config.shardingTotalCount,
         strategy: config.shardingStrategy || 'AVG_ALLOCATION',
         instances: eligible.map((i) => ({ instanceId: i.instanceId, ip: i.info.ip })),
-        running: await this.runningItems(state, config, eligibleIds),
-      });
+      };
+      const running = await this.runningItems(state, config, eligibleIds);
+      const next = computeAssignment({ ...input, running });
+      settled = running.size === 0 || changedItems(computeAssignment({ ...input, running: new Map() }), next).length === 0;
       changed = changedItems(assignment, next);
       // Kept as the job's state until its next reshard: one object for equal assignments.
       assignment = sharedAssignment(next);
       resharded = true;
-      this.log.info({ job: config.name, assignment, changed }, 'resharded');
+      if (changed.length > 0 || settled) this.log.info({ job: config.name, assignment, changed, ...(!settled && { held: [...running.keys()] }) }, 'resharded');
+      else this.log.debug({ job: config.name, held: [...running.keys()] }, 'reshard held by running items; tried again at the next fire');
     }
     const { requests, dispatched, queues } = fireRequests({
       job: config.name,
@@ -164,8 +174,9 @@ export class FireDispatcher {
       ledger: { fireTime, epoch, source, assignment: dispatched, queues },
       changed,
       assignment,
-      clearFlag: flagged,
+      clearFlag: flagged && settled,
       resharded,
+      settled,
       requests,
       reshards,
     };

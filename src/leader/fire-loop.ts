@@ -409,9 +409,10 @@ export class FireLoop {
       const state = jobs.get(plan.job);
       if (!state) continue;
       state.assignment = plan.assignment;
-      // A trigger that came while the plan was made still counts: the next fire reshards again.
-      if (state.reshards === plan.reshards) state.needsReshard = false;
-      if (plan.resharded) this.deps.resharded(plan.job, plan.reshards);
+      // A trigger that came while the plan was made still counts: the next fire reshards again; so
+      // does one that running items kept from taking effect (a streaming run's flag stays meanwhile).
+      if (state.reshards === plan.reshards && plan.settled) state.needsReshard = false;
+      if (plan.resharded && plan.settled) this.deps.resharded(plan.job, plan.reshards);
     }
     const before = this.deps.lead.adapt(this.deps.clock.now() - started);
     if (before !== undefined) this.deps.log.debug({ from: before, to: this.deps.lead.ms }, 'dispatch lead changed');

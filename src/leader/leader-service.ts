@@ -164,7 +164,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
         this.emit('item:missed', m);
       },
     });
-    const moves = new QueueMoves(this.chain, failover, isLeader, log);
+    const moves = new QueueMoves(this.chain, failover, isLeader, log, (queue) => this.registry?.directory?.knownQueues().queues.has(queue) ?? false);
     const reads = (this.reads = new StandbyReads(options.zk, log, (job) => this.firesOften(registry!.jobs.get(job)?.view.config)));
     this.registry = registry = new JobRegistry({
       zk: options.zk,

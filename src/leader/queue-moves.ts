@@ -13,11 +13,17 @@ export class QueueMoves {
   /** Queues whose move is scheduled: queue -> {from, reason}. */
   private readonly pending = new Map<string, { from: string; reason: MoveReason }>();
 
+  /**
+   * `liveQueue`: whether a live instance's entry names the queue now. A lost move of such a queue is
+   * dropped when its turn comes: the takeover's sweep lists Redis's queues after the live ones, and
+   * a worker makes its queue before its entry, so one registering meanwhile looked orphaned.
+   */
   constructor(
     private readonly chain: TaskChain,
     private readonly failover: FailoverCoordinator,
     private readonly isLeader: () => boolean,
     private readonly log: Logger,
+    private readonly liveQueue: (queue: string) => boolean = () => false,
   ) {}
 
   /**
@@ -62,6 +68,10 @@ export class QueueMoves {
       const move = this.pending.get(queue);
       this.pending.delete(queue);
       if (!move || !this.isLeader()) return;
+      if (move.reason === 'lost' && this.liveQueue(queue)) {
+        this.log.info({ queue, from: move.from }, 'a queue taken for a lost instance\'s is a live one\'s; left alone');
+        return;
+      }
       try {
         await this.failover.moveQueue(move.from, queue, move.reason);
       } catch (err) {

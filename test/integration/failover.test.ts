@@ -1,6 +1,7 @@
 /**
  * FailoverCoordinator.moveQueue against real ZooKeeper and Redis: what a draining instance's queue
- * keeps after its waiting requests moved, and what is left to move when it then leaves.
+ * keeps after its waiting requests moved, and what is left to move when it then leaves; and
+ * QueueMoves, which runs those moves on the leader's chain.
  */
 import { Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -11,6 +12,9 @@ import { FailoverCoordinator } from '../../src/leader/failover';
 import { newJobState, type JobState } from '../../src/leader/fire-dispatcher';
 import type { JobView } from '../../src/leader/job-view';
 import { QueuePool } from '../../src/leader/queue-pool';
+import { QueueMoves } from '../../src/leader/queue-moves';
+import { TaskChain } from '../../src/leader/task-chain';
+import { systemClock } from '../../src/leader/fire-timer';
 import type { ExecutionRequest } from '../../src/shared/registry/execution-request';
 import { createLogger } from '../../src/shared/logger';
 import { DRAINED_FIELD, QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
@@ -200,5 +204,23 @@ describe('FailoverCoordinator.moveQueue (real ZooKeeper and Redis)', () => {
     await coordinator(moved, missed, false, false).moveQueue('a', 'q-a', 'lost');
     expect(missed).toEqual([`1@${fire}`, `0@${fire + 1_000}`, `0@${fire + 2_000}`]);
     expect(moved).toHaveLength(1);
+  });
+
+  it('a lost move of a queue a live instance names by its turn leaves it alone (a worker registering during the takeover sweep)', async () => {
+    const fire = Date.now() - 1_000;
+    await pool.enqueue(new Map([['q-a', [request(0, fire)]]]));
+    const moved: string[] = [];
+    const chain = new TaskChain(systemClock, createLogger({ level: 'silent' }));
+    let live = true;
+    const moves = new QueueMoves(chain, coordinator(moved), () => true, createLogger({ level: 'silent' }), (queue) => live && queue === 'q-a');
+    moves.schedule('a', 'q-a', 'lost');
+    await chain.run(async () => undefined, 'test');
+    expect(moved).toEqual([]);
+    expect(await pool.get('q-a').getJobCounts('wait')).toEqual({ wait: 1 });
+
+    live = false;
+    moves.schedule('a', 'q-a', 'lost');
+    await chain.run(async () => undefined, 'test');
+    expect(moved).toEqual([`0@${fire}->b`]);
   });
 });

@@ -53,7 +53,13 @@ it('a job every second on 3 workers runs every item; kill -9 a worker: its items
       return full.length >= 1 ? full[0] : undefined;
     },
     { timeoutMs: 30_000, message: 'a fire with all 6 items started on the 3 workers' },
-  );
+  ).catch((err: unknown) => {
+    // What the fires did instead (each one's items by instance), and the nodes' other lines.
+    const byFire = new Map<number, string[]>();
+    for (const s of c.starts('beat')) byFire.set(s.fireTime, [...(byFire.get(s.fireTime) ?? []), `${s.item}@${s.instanceId}/${s.source}`]);
+    const fires = [...byFire].slice(-8).map(([f, list]) => `${f}: ${list.sort().join(' ')}`);
+    throw new Error(`${(err as Error).message}\nlast fires:\n${fires.join('\n')}\nlines: ${JSON.stringify(c.lines.filter((l) => l.kind !== 'exec' && l.kind !== 'fire'))}`);
+  });
   const victims = c.starts('beat').filter((s) => s.fireTime === fire && s.instanceId === 'w2');
   expect(new Set(c.starts('beat').filter((s) => s.fireTime === fire).map((s) => s.instanceId))).toEqual(new Set(WORKERS));
   c.signal('w2', 'SIGKILL');

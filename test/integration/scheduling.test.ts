@@ -167,6 +167,28 @@ describe('resharding', () => {
     expect(cluster.overlaps('grow')).toEqual([]);
     expectNoDuplicateStarts('grow');
   });
+
+  it('a worker that joins while every item runs gets its share at the first fire that finds them free', async () => {
+    // Runs longer than the period: each item is running whenever a fire is planned, until `long` ends.
+    let long = true;
+    const job = defineJob({ name: 'busy-join', cron: everySecond, shardingTotalCount: 4, execute: () => sleep(long ? 1_500 : 100) });
+    await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w1' });
+    await cluster.start({ roles: ['scheduler'], instanceId: 'leader' });
+    await firesAfter('busy-join', 4, 0, 1);
+    await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w2' });
+    // The reshard w2's join asks for is held while the items run on w1: w2 gets nothing yet.
+    await sleep(2_500);
+    expect(cluster.starts('busy-join').filter((s) => s.instanceId === 'w2')).toEqual([]);
+    long = false;
+    const freed = Date.now();
+    const withTwo = shardingStrategies.AVG_ALLOCATION(['w1', 'w2'], 'busy-join', 4);
+    await waitFor(() => cluster.completeFires('busy-join', 4).some((f) => f > freed && JSON.stringify(cluster.placement('busy-join', f)) === JSON.stringify(withTwo)), {
+      timeoutMs: 10_000,
+      message: 'a fire placed over both workers',
+    });
+    expect(cluster.overlaps('busy-join')).toEqual([]);
+    expectNoDuplicateStarts('busy-join');
+  });
 });
 
 describe('misfire', () => {
