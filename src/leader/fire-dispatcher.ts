@@ -26,6 +26,8 @@ export interface JobState {
    * three processes started together had not joined 9 s later).
    */
   reshards: number;
+  /** The items the job's last reshard left on their running instances, and its {@link reshards} then (FirePlan.held). */
+  held?: { items: readonly number[]; reshards: number };
   /** Streaming DATAFLOW jobs: whether the leader flagged a pending reshard (`leader/sharding/necessary`, see JobRegistry). */
   streamFlagged?: boolean;
   /** The leader's writes and deletes of that flag, in order. */
@@ -93,11 +95,11 @@ export interface FirePlan {
   /** Whether the plan computed the assignment anew (a reshard, whether or not items moved). */
   resharded: boolean;
   /**
-   * False when items still running on their old instances kept the reshard from giving them to the
-   * instances the strategy names (a worker that joined gets nothing while they run): the job
-   * reshards again at its next fire, until they are free.
+   * Items still running on instances the strategy does not give them to, kept there by the reshard
+   * (a worker that joined gets nothing while they run). While any, the job reshards again at its
+   * next fire, reading only their `running` nodes, until they are free.
    */
-  settled: boolean;
+  held: number[];
   /** The job's {@link JobState.reshards} when the plan was made. */
   reshards: number;
 }
@@ -138,7 +140,7 @@ export class FireDispatcher {
     let assignment = state.assignment;
     let changed: number[] = [];
     let resharded = false;
-    let settled = true;
+    let held: number[] = [];
     const flagged = view.shardingFlagged;
     if (state.needsReshard || flagged || !assignment || !assignmentStillValid(assignment, config.shardingTotalCount, eligibleIds)) {
       const input = {
@@ -147,15 +149,18 @@ export class FireDispatcher {
         strategy: config.shardingStrategy || 'AVG_ALLOCATION',
         instances: eligible.map((i) => ({ instanceId: i.instanceId, ip: i.info.ip })),
       };
-      const running = await this.runningItems(state, config, eligibleIds);
+      // Retrying a reshard held by running items, with no new reason since: only those items can
+      // have changed (the others are where the strategy puts them), so only theirs are read.
+      const retry = state.held && state.held.reshards === reshards && !flagged ? state.held.items : undefined;
+      const running = await this.runningItems(state, config, eligibleIds, retry);
       const next = computeAssignment({ ...input, running });
-      settled = running.size === 0 || changedItems(computeAssignment({ ...input, running: new Map() }), next).length === 0;
+      held = running.size === 0 ? [] : changedItems(computeAssignment({ ...input, running: new Map() }), next);
       changed = changedItems(assignment, next);
       // Kept as the job's state until its next reshard: one object for equal assignments.
       assignment = sharedAssignment(next);
       resharded = true;
-      if (changed.length > 0 || settled) this.log.info({ job: config.name, assignment, changed, ...(!settled && { held: [...running.keys()] }) }, 'resharded');
-      else this.log.debug({ job: config.name, held: [...running.keys()] }, 'reshard held by running items; tried again at the next fire');
+      if (changed.length > 0 || held.length === 0) this.log.info({ job: config.name, assignment, changed, ...(held.length > 0 && { held }) }, 'resharded');
+      else this.log.debug({ job: config.name, held }, 'reshard held by running items; tried again at the next fire');
     }
     const { requests, dispatched, queues } = fireRequests({
       job: config.name,
@@ -174,9 +179,9 @@ export class FireDispatcher {
       ledger: { fireTime, epoch, source, assignment: dispatched, queues },
       changed,
       assignment,
-      clearFlag: flagged && settled,
+      clearFlag: flagged && held.length === 0,
       resharded,
-      settled,
+      held,
       requests,
       reshards,
     };
@@ -303,7 +308,8 @@ export class FireDispatcher {
    * leases a `running` node is held between runs too: the item's record in Redis tells whether its
    * holder runs it now, and an idle lease does not keep the item (its holder lets go when asked).
    */
-  private async runningItems(state: JobState, config: JobConfig, eligible: ReadonlySet<string>): Promise<Map<number, string>> {
+  /** Items (of `only`, when given, else all) running now on eligible instances, and where. */
+  private async runningItems(state: JobState, config: JobConfig, eligible: ReadonlySet<string>, only?: readonly number[]): Promise<Map<number, string>> {
     const running = new Map<number, string>();
     // Without monitorExecution no run has a `running` node: nothing to read (a new leader's first
     // fire of each job reshards, and at 100,000 jobs these reads held up its first tick).
@@ -311,7 +317,7 @@ export class FireDispatcher {
     const total = config.shardingTotalCount;
     const job = state.view.job;
     await forEachLimited(
-      Array.from({ length: total }, (_, item) => item),
+      only?.filter((item) => item < total) ?? Array.from({ length: total }, (_, item) => item),
       64,
       async (item) => {
         const data = await this.zk.getText(registryPaths.shardingRunning(job, item));

@@ -77,7 +77,7 @@ export interface FireLoopDeps {
   generation(): number;
   events: FireLoopEvents;
   /** A plan that resharded `job` landed (see JobRegistry.resharded). */
-  resharded(job: string, reshards: number): void;
+  resharded(job: string, reshards: number, settled: boolean): void;
   /** Job-fires per chunk of a tick; default {@link TICK_CHUNK}. */
   tickChunk?: number;
   /** Only jobs of at least this period are split across chunks; default {@link SPLIT_FROM_PERIOD_MS}. */
@@ -410,9 +410,11 @@ export class FireLoop {
       if (!state) continue;
       state.assignment = plan.assignment;
       // A trigger that came while the plan was made still counts: the next fire reshards again; so
-      // does one that running items kept from taking effect (a streaming run's flag stays meanwhile).
-      if (state.reshards === plan.reshards && plan.settled) state.needsReshard = false;
-      if (plan.resharded && plan.settled) this.deps.resharded(plan.job, plan.reshards);
+      // does one that running items kept from taking effect, reading only those items' nodes.
+      const settled = plan.held.length === 0;
+      if (state.reshards === plan.reshards && settled) state.needsReshard = false;
+      if (plan.resharded) state.held = settled ? undefined : { items: plan.held, reshards: plan.reshards };
+      if (plan.resharded) this.deps.resharded(plan.job, plan.reshards, settled);
     }
     const before = this.deps.lead.adapt(this.deps.clock.now() - started);
     if (before !== undefined) this.deps.log.debug({ from: before, to: this.deps.lead.ms }, 'dispatch lead changed');

@@ -118,10 +118,7 @@ export class JobRegistry {
     this.deps.log.debug({ job: view.job, reason }, 'resharding at the next fire');
     // A streaming DATAFLOW run fetches until told to stop: the persistent flag tells its workers a
     // reshard is pending (ElasticJob's rule); the reshard that follows deletes it.
-    if (streaming && !state.streamFlagged && this.leading) {
-      state.streamFlagged = true;
-      this.flagOp(state, 'create');
-    }
+    this.flagStreaming(state);
     this.deps.reshardNeeded(view.job);
   };
 
@@ -264,15 +261,29 @@ export class JobRegistry {
 
   /**
    * A fire or trigger planned at `reshards` resharded `job` and its plan landed: the streaming flag
-   * written for the reshard goes, unless a new reason came since (then the next fire reshards again,
-   * and the flag must keep telling the runs). A fire's plan deletes a flag it saw in its own commit;
-   * this covers the flag whose write the plan did not see yet.
+   * written for the reshard goes, unless a new reason came since or running items held the reshard
+   * (`settled` false): then the next fire reshards again, and the flag must keep telling the runs.
+   * A fire's plan deletes a flag it saw in its own commit; this covers the flag whose write the plan
+   * did not see yet.
    */
-  resharded(job: string, reshards: number): void {
+  resharded(job: string, reshards: number, settled: boolean): void {
     const state = this.jobs.get(job);
-    if (!state?.streamFlagged || state.reshards !== reshards) return;
-    state.streamFlagged = false;
-    this.flagOp(state, 'delete');
+    if (!state) return;
+    // Held by running items (FirePlan.held): a streaming run must stop to free its item, whatever
+    // asked for the reshard (a new leader's first one, a join seen while standing by, a trigger).
+    if (!settled) this.flagStreaming(state);
+    else if (state.streamFlagged && state.reshards === reshards) {
+      state.streamFlagged = false;
+      this.flagOp(state, 'delete');
+    }
+  }
+
+  /** Tells a streaming DATAFLOW job's runs that a reshard is pending (`leader/sharding/necessary`), once. */
+  private flagStreaming(state: JobState): void {
+    const config = state.view.config;
+    if (config?.type !== 'DATAFLOW' || config.streaming !== true || state.streamFlagged || !this.leading) return;
+    state.streamFlagged = true;
+    this.flagOp(state, 'create');
   }
 
   /**

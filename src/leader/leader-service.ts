@@ -223,7 +223,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
         dispatched: (event) => this.emit('fire:dispatched', event),
         skipped: (event) => this.emit('fire:skipped', event),
       },
-      resharded: (job, reshards) => this.registry.resharded(job, reshards),
+      resharded: (job, reshards, settled) => this.registry.resharded(job, reshards, settled),
     });
     this.triggers = new TriggerDispatcher({
       zk: options.zk,
@@ -235,7 +235,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       election: this.election,
       clock: this.clock,
       onDispatched: (event) => this.emit('trigger:dispatched', event),
-      resharded: (job, reshards) => this.registry.resharded(job, reshards),
+      resharded: (job, reshards, settled) => this.registry.resharded(job, reshards, settled),
     });
     this.reconcile = new RedisReconcile({
       queues: this.queues,

@@ -76,7 +76,14 @@ export class Takeover {
     if (!known) return;
     // An entry that cannot be decoded may be a live worker's: its queues stay (its id is in the name).
     const orphans = (await findOrphanedQueues(this.deps.redis, this.deps.queues.prefix, this.deps.zk.options.namespace, known.queues)).filter(({ from }) => !known.unreadable.has(from));
-    for (const { from, queue } of orphans) this.deps.moves.schedule(from, queue, 'lost');
+    for (const { from, queue } of orphans) {
+      // A worker makes its queue before its instance entry (its consumers start first): one that
+      // registers during the scan has a queue that looks orphaned, and nothing in it, since no
+      // leader knew it. An empty queue has nothing to move; it is left (a dead worker's keys stay).
+      const counts = await this.deps.queues.get(queue).getJobCounts('wait', 'active', 'delayed', 'prioritized', 'waiting-children');
+      if (Object.values(counts).every((n) => n === 0)) continue;
+      this.deps.moves.schedule(from, queue, 'lost');
+    }
   }
 
   /** The job's last ledger: as a warm standby knows it (`known`: text, null for none), else read. */

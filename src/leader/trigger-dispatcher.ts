@@ -42,7 +42,7 @@ export interface TriggerDispatcherDeps {
   clock: Clock;
   onDispatched(event: TriggerDispatched): void;
   /** A trigger's plan landed (see JobRegistry.resharded). */
-  resharded(job: string, reshards: number): void;
+  resharded(job: string, reshards: number, settled: boolean): void;
 }
 
 /** The leader's handling of manual triggers. */
@@ -136,7 +136,7 @@ export class TriggerDispatcher {
         throw err;
       }
       requests = plan.requests;
-      if (plan.resharded) this.deps.resharded(job, plan.reshards);
+      if (plan.resharded) this.deps.resharded(job, plan.reshards, plan.held.length === 0);
     }
     await this.deps.queues.enqueue(requests);
     const items = [...requests.values()].reduce((n, list) => n + list.length, 0);
