@@ -56,7 +56,7 @@ export class FailoverCoordinator {
   async moveQueue(from: string, queueName: string, reason: MoveReason, only?: ReadonlySet<string>): Promise<void> {
     const queue = this.deps.queues.get(queueName);
     if (only || reason === 'draining') {
-      const { requests: pending, malformed } = FailoverCoordinator.byJob(queueName, await queue.getJobs([...PENDING_STATES]), only, this.deps.log);
+      const { requests: pending, malformed } = this.byJob(queueName, await queue.getJobs([...PENDING_STATES]), only);
       if (!only) await this.removeFromDraining(queue, from, malformed);
       // Moved requests must not run on the draining instance too, nor move a second time, to
       // another instance, when it leaves: all of them go, put-back ones (taken once, so with a
@@ -67,12 +67,12 @@ export class FailoverCoordinator {
     }
     // Marked by a worker at the end of its close (worker-service.ts): what waits in its queue it
     // handed back, not run or aborted at the end of its grace period.
-    const drained = (await this.deps.queues.connection.hexists(`${this.deps.queues.prefix}:${queueName}:meta`, DRAINED_FIELD)) === 1;
+    const drained = (await this.deps.queues.connection.hexists(queue.keys.meta, DRAINED_FIELD)) === 1;
     // One read of every request (BullMQ reads the states in one script), then which of them wait: a
     // request taken meanwhile counts as taken, one put back as waiting; none is left out.
     const jobs = await queue.getJobs([...PENDING_STATES, 'active']);
     const waiting = new Set(drained ? await queue.getRanges([...PENDING_STATES]) : []);
-    const { requests: all } = FailoverCoordinator.byJob(queueName, jobs, undefined, this.deps.log);
+    const { requests: all } = this.byJob(queueName, jobs);
     for (const [job, { requests, ids }] of all) {
       // A drained instance's waiting requests move as its drain's did, with failover off too (a run
       // aborted at the end of the grace period runs again): they came after the drain's move (the
@@ -89,14 +89,14 @@ export class FailoverCoordinator {
   }
 
   /** The requests of `jobs` (those of the jobs in `only`, when given) by job, and the ids of malformed ones (dropped). */
-  private static byJob(queue: string, jobs: readonly Job[], only: ReadonlySet<string> | undefined, log: Logger): { requests: Map<string, { requests: ExecutionRequest[]; ids: string[] }>; malformed: string[] } {
+  private byJob(queue: string, jobs: readonly Job[], only?: ReadonlySet<string>): { requests: Map<string, { requests: ExecutionRequest[]; ids: string[] }>; malformed: string[] } {
     const requests = new Map<string, { requests: ExecutionRequest[]; ids: string[] }>();
     const malformed: string[] = [];
     for (const job of jobs) {
       if (only && !(typeof job.data?.job === 'string' && only.has(job.data.job))) continue;
       const parsed = executionRequestSchema.safeParse(job.data);
       if (!parsed.success) {
-        log.warn({ queue, id: job.id }, 'malformed request in a failed queue; dropped');
+        this.deps.log.warn({ queue, id: job.id }, 'malformed request in a failed queue; dropped');
         malformed.push(job.id!);
         continue;
       }

@@ -8,7 +8,7 @@ import { decodeRunningNode } from '../shared/registry/running-node';
 import { forEachLimited } from '../shared/concurrency';
 import { ErrorCodes } from '../shared/errors';
 import { ZkError, type ZkClient } from '../shared/zk';
-import { assignmentStillValid, changedItems, computeAssignment, sharedAssignment, type Assignment } from '../shared/sharding/assignment';
+import { assignmentStillValid, changedItems, planAssignment, sharedAssignment, type Assignment } from '../shared/sharding/assignment';
 import { fireRequests } from './dispatch-plan';
 import type { Fence } from './leader-election';
 import type { JobView } from './job-view';
@@ -143,18 +143,18 @@ export class FireDispatcher {
     let held: number[] = [];
     const flagged = view.shardingFlagged;
     if (state.needsReshard || flagged || !assignment || !assignmentStillValid(assignment, config.shardingTotalCount, eligibleIds)) {
-      const input = {
+      // Retrying a reshard held by running items, with no new reason since: only those items can
+      // have changed (the others are where the strategy puts them), so only theirs are read.
+      const retry = state.held && state.held.reshards === reshards && !flagged ? state.held.items : undefined;
+      const planned = planAssignment({
         job: config.name,
         total: config.shardingTotalCount,
         strategy: config.shardingStrategy || 'AVG_ALLOCATION',
         instances: eligible.map((i) => ({ instanceId: i.instanceId, ip: i.info.ip })),
-      };
-      // Retrying a reshard held by running items, with no new reason since: only those items can
-      // have changed (the others are where the strategy puts them), so only theirs are read.
-      const retry = state.held && state.held.reshards === reshards && !flagged ? state.held.items : undefined;
-      const running = await this.runningItems(state, config, eligibleIds, retry);
-      const next = computeAssignment({ ...input, running });
-      held = running.size === 0 ? [] : changedItems(computeAssignment({ ...input, running: new Map() }), next);
+        running: await this.runningItems(state, config, eligibleIds, retry),
+      });
+      const next = planned.assignment;
+      held = planned.held;
       changed = changedItems(assignment, next);
       // Kept as the job's state until its next reshard: one object for equal assignments.
       assignment = sharedAssignment(next);

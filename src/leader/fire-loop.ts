@@ -413,8 +413,10 @@ export class FireLoop {
       // does one that running items kept from taking effect, reading only those items' nodes.
       const settled = plan.held.length === 0;
       if (state.reshards === plan.reshards && settled) state.needsReshard = false;
-      if (plan.resharded) state.held = settled ? undefined : { items: plan.held, reshards: plan.reshards };
-      if (plan.resharded) this.deps.resharded(plan.job, plan.reshards, settled);
+      if (plan.resharded) {
+        state.held = settled ? undefined : { items: plan.held, reshards: plan.reshards };
+        this.deps.resharded(plan.job, plan.reshards, settled);
+      }
     }
     const before = this.deps.lead.adapt(this.deps.clock.now() - started);
     if (before !== undefined) this.deps.log.debug({ from: before, to: this.deps.lead.ms }, 'dispatch lead changed');

@@ -400,9 +400,14 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     }
   }
 
+  /** The base of `queue`'s keys in Redis (BullMQ's `{prefix}:{name}`). */
+  private queueKey(queue: string): string {
+    return `${queuePrefix(this.options.namespace, this.options.redis)}:${queue}`;
+  }
+
   /** Requests a consumer of `queue` could take now: waiting, prioritized, and delayed ones already due. */
   private async readyRequests(queue: string): Promise<number> {
-    const key = `${queuePrefix(this.options.namespace, this.options.redis)}:${queue}`;
+    const key = this.queueKey(queue);
     // BullMQ scores a delayed job by its due time x 0x1000 plus a counter below 0x1000.
     const dueScore = (Date.now() + 1) * 0x1000 - 1;
     const replies = await this.connection!.multi().hget(`${key}:meta`, 'paused').llen(`${key}:wait`).zcard(`${key}:prioritized`).zcount(`${key}:delayed`, 0, dueScore).exec();
@@ -503,8 +508,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     if (!queue || !this.connection) return;
     // Only on a queue that still exists: after a session lost meanwhile the leader may have removed
     // it, and a meta key alone would read as a queue (namespaceQueues) until a takeover sweeps it.
-    const meta = `${queuePrefix(this.options.namespace, this.options.redis)}:${queue}:meta`;
-    const marking = this.connection.eval(MARK_IF_PRESENT, 1, meta, DRAINED_FIELD, String(Date.now()));
+    const marking = this.connection.eval(MARK_IF_PRESENT, 1, `${this.queueKey(queue)}:meta`, DRAINED_FIELD, String(Date.now()));
     await within(
       marking.catch((err: unknown) => this.log.warn({ err }, 'could not mark the queue drained')),
       MARK_DRAINED_MS,

@@ -5,6 +5,7 @@ import {
   changedItems,
   targetsFor,
   computeAssignment,
+  planAssignment,
   itemOwners,
   sharedAssignment,
   type Assignment,
@@ -113,6 +114,13 @@ describe('computeAssignment', () => {
   it('keeps a running item on a live holder the strategy did not use', () => {
     const running = new Map([[3, 'draining']]);
     expect(computeAssignment(input({ running }))).toEqual({ m: [0, 1, 6], z: [2, 7], a: [4, 5], draining: [3] });
+  });
+
+  it('names the items it held away from where the strategy puts them, and none running where it puts them', () => {
+    // Items 0 and 7 run elsewhere than AVG_ALLOCATION puts them (m and z); item 2 runs on z, its place.
+    const running = new Map([[7, 'm'], [2, 'z'], [0, 'a']]);
+    expect(planAssignment(input({ running }))).toEqual({ assignment: { m: [1, 6, 7], z: [2, 3], a: [0, 4, 5] }, held: [0, 7] });
+    expect(planAssignment(input()).held).toEqual([]);
   });
 
   it('ignores running items beyond the total', () => {

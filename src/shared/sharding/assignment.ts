@@ -46,19 +46,29 @@ export interface AssignmentInput {
  * it runs (the worker's `running` node would refuse it anyway and record a misfire).
  */
 export function computeAssignment(input: AssignmentInput): Assignment {
+  return planAssignment(input).assignment;
+}
+
+/**
+ * {@link computeAssignment}, and the items it `held`: left on the instance running them where the
+ * strategy puts them elsewhere (sorted). While there are any, the reshard has not fully taken effect.
+ */
+export function planAssignment(input: AssignmentInput): { assignment: Assignment; held: number[] } {
   const sorted = sortInstancesForSharding(input.instances.map((i) => ({ instanceId: i.instanceId, ip: i.ip })));
   const base = runShardingStrategy(input.strategy, sorted.map((i) => i.instanceId), input.job, input.total);
-  if (input.running.size === 0) return base;
+  if (input.running.size === 0) return { assignment: base, held: [] };
   const result: Assignment = {};
+  const held: number[] = [];
   for (const id of Object.keys(base)) result[id] = [];
   for (const [instanceId, items] of Object.entries(base)) {
     for (const item of items) {
       const holder = input.running.get(item) ?? instanceId;
+      if (holder !== instanceId) held.push(item);
       (result[holder] ??= []).push(item);
     }
   }
   for (const items of Object.values(result)) items.sort((a, b) => a - b);
-  return result;
+  return { assignment: result, held: held.sort((a, b) => a - b) };
 }
 
 /** Distinct assignments {@link sharedAssignment} remembers; longer keys are not shared. */
