@@ -1,7 +1,8 @@
 /**
  * How far ahead of their nominal time fires are prepared (DESIGN.md flow 3b): planned and ledgered
- * the whole lead before, enqueued at most {@link DELIVERY_LEAD_MS} before. The lead follows how long
- * recent ticks took to prepare: twice the slowest of the last {@link LEAD_WINDOW}, within bounds.
+ * the whole lead before, enqueued {@link DELIVERY_LEAD_MS} before, or, for a fire of many requests,
+ * as long before as its enqueue is expected to take. The lead follows how long recent ticks took to
+ * prepare and big fires to enqueue: twice the slowest of the last {@link LEAD_WINDOW}, within bounds.
  */
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 
@@ -16,13 +17,21 @@ export const MAX_DISPATCH_LEAD_MS = 800;
  * long took the places the tail of the current fire was waiting for.
  */
 export const DELIVERY_LEAD_MS = 300;
-/** How many recent tick preparations the lead adapts to. */
+/** How many recent tick preparations (and big enqueues) the lead adapts to. */
 const LEAD_WINDOW = 8;
+/**
+ * An enqueue of at least this many requests is a big one: its pace (ms per request) sets how early
+ * the next big fires are enqueued, and its duration counts towards the lead. Smaller ones take a few
+ * milliseconds, well inside {@link DELIVERY_LEAD_MS}.
+ */
+export const BIG_ENQUEUE = 2_000;
 
 /** The current lead and the recent preparation times it follows. */
 export class DispatchLead {
   private current: number;
   private readonly durations: number[] = [];
+  /** ms per request of the last {@link LEAD_WINDOW} big enqueues. */
+  private readonly paces: number[] = [];
 
   /** `minMs`: the lead when ticks prepare fast (default {@link DELIVERY_LEAD_MS}). */
   constructor(private readonly minMs: number = DELIVERY_LEAD_MS) {
@@ -37,9 +46,28 @@ export class DispatchLead {
     return this.current;
   }
 
-  /** How long before its nominal time a prepared fire is enqueued. */
+  /** How long before its nominal time a prepared fire of a few requests is enqueued. */
   get deliveryMs(): number {
     return Math.min(this.current, DELIVERY_LEAD_MS);
+  }
+
+  /**
+   * How long before its nominal time a prepared fire of `requests` requests is enqueued: as long as
+   * the slowest recent big enqueue says it takes, so that the fire's last requests are in the queues
+   * by its time, not a second after it; never more than the lead, never less than {@link deliveryMs}.
+   */
+  deliveryFor(requests: number): number {
+    if (requests < BIG_ENQUEUE || this.paces.length === 0) return this.deliveryMs;
+    const expected = Math.ceil(requests * Math.max(...this.paces));
+    return Math.min(this.current, Math.max(this.deliveryMs, expected));
+  }
+
+  /** Notes how long an enqueue of `requests` requests took; returns the lead before, when a big one changed it. */
+  noteEnqueue(requests: number, durationMs: number): number | undefined {
+    if (requests < BIG_ENQUEUE) return undefined;
+    this.paces.push(durationMs / requests);
+    if (this.paces.length > LEAD_WINDOW) this.paces.shift();
+    return this.adapt(durationMs);
   }
 
   /** Notes how long a tick took to prepare; returns the lead before, when it changed. */

@@ -418,8 +418,7 @@ export class FireLoop {
         this.deps.resharded(plan.job, plan.reshards, settled);
       }
     }
-    const before = this.deps.lead.adapt(this.deps.clock.now() - started);
-    if (before !== undefined) this.deps.log.debug({ from: before, to: this.deps.lead.ms }, 'dispatch lead changed');
+    this.leadMoved(this.deps.lead.adapt(this.deps.clock.now() - started));
     // The ledgers are durable: if the enqueue fails or we crash before it, the next leader replays them.
     const generation = this.deps.generation();
     const byTime = new Map<number, FirePlan[]>();
@@ -431,8 +430,10 @@ export class FireLoop {
     // Enqueued shortly before the nominal time: the workers take the requests ahead and hold them
     // until that time (WorkerService), so at the fire time only their own timer and the item lock
     // stand between the fire and the handler.
+    // A big fire's enqueue takes long: it begins as early as it takes, within the lead.
     for (const [fireTime, group] of byTime) {
-      await this.deps.chain.at(fireTime - this.deps.lead.deliveryMs, () => this.release(group, generation), 'deferred enqueue failed');
+      const delivery = this.deps.lead.deliveryFor(requestCount(group));
+      await this.deps.chain.at(fireTime - delivery, () => this.release(group, generation), 'deferred enqueue failed');
     }
   }
 
@@ -444,9 +445,11 @@ export class FireLoop {
   private async release(plans: readonly FirePlan[], generation: number): Promise<void> {
     const current = generation === this.deps.generation();
     if (current) for (const plan of plans) this.reroute(plan);
+    const started = this.deps.clock.now();
     await this.deps.dispatcher.enqueue(plans);
+    this.leadMoved(this.deps.lead.noteEnqueue(requestCount(plans), this.deps.clock.now() - started));
     for (const plan of plans) {
-      const items = [...plan.requests.values()].reduce((n, list) => n + list.length, 0);
+      const items = requestCount([plan]);
       this.deps.events.dispatched({ job: plan.job, fireTime: plan.ledger.fireTime, source: plan.ledger.source, items, epoch: plan.ledger.epoch });
       if (!current) continue;
       const view = this.deps.jobs.get(plan.job)?.view;
@@ -475,6 +478,10 @@ export class FireLoop {
     }
   }
 
+  private leadMoved(before: number | undefined): void {
+    if (before !== undefined) this.deps.log.debug({ from: before, to: this.deps.lead.ms }, 'dispatch lead changed');
+  }
+
   /** Catches up the missed fires a moment from now, if this process still leads then (else when it resumes). */
   private retryMissed(): void {
     const retry = setTimeout(() => this.deps.election.isLeader && this.catchUp(), 1_000);
@@ -485,6 +492,13 @@ export class FireLoop {
     this.deps.log.info({ job, fireTime, reason }, 'fire skipped');
     this.deps.events.skipped({ job, fireTime, reason });
   }
+}
+
+/** How many requests the plans send. */
+function requestCount(plans: readonly FirePlan[]): number {
+  let n = 0;
+  for (const plan of plans) for (const list of plan.requests.values()) n += list.length;
+  return n;
 }
 
 /** The write failed because this process no longer leads. */

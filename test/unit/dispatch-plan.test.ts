@@ -1,4 +1,4 @@
-import { DispatchLead, MAX_DISPATCH_LEAD_MS } from '../../src/leader/dispatch-lead';
+import { BIG_ENQUEUE, DELIVERY_LEAD_MS, DispatchLead, MAX_DISPATCH_LEAD_MS } from '../../src/leader/dispatch-lead';
 import { fireRequests, reroute, type InstanceNow } from '../../src/leader/dispatch-plan';
 import { ErrorCodes } from '../../src/shared/errors';
 import type { ExecutionRequest } from '../../src/shared/registry/execution-request';
@@ -83,6 +83,28 @@ describe('DispatchLead', () => {
     expect(lead.ms).toBe(MAX_DISPATCH_LEAD_MS);
     expect(lead.adapt(10)).toBe(MAX_DISPATCH_LEAD_MS);
     expect(lead.ms).toBe(100);
+  });
+
+  it('enqueues a big fire as early as its enqueue is expected to take, within the lead', () => {
+    const lead = new DispatchLead();
+    // Nothing measured yet, or a fire of a few requests: the usual 300 ms.
+    expect(lead.deliveryFor(20_000)).toBe(DELIVERY_LEAD_MS);
+    // A small enqueue says nothing about the pace.
+    expect(lead.noteEnqueue(BIG_ENQUEUE - 1, 5_000)).toBeUndefined();
+    expect(lead.deliveryFor(20_000)).toBe(DELIVERY_LEAD_MS);
+    // 20,000 requests in 1.5 s: the lead grows to cover it, a fire of 20,000 begins 800 ms ahead,
+    // one of 5,000 (375 ms at that pace) 375 ms ahead, one of 100 still 300 ms.
+    expect(lead.noteEnqueue(20_000, 1_500)).toBe(DELIVERY_LEAD_MS);
+    expect(lead.ms).toBe(MAX_DISPATCH_LEAD_MS);
+    expect([lead.deliveryFor(20_000), lead.deliveryFor(5_000), lead.deliveryFor(100)]).toEqual([MAX_DISPATCH_LEAD_MS, 375, DELIVERY_LEAD_MS]);
+    expect(lead.deliveryMs).toBe(DELIVERY_LEAD_MS);
+    // The slowest pace of the recent big enqueues counts: a faster one does not lower it.
+    lead.noteEnqueue(4_000, 100);
+    expect(lead.deliveryFor(5_000)).toBe(375);
+    // Once the slow enqueue has left the window of the last 8, the lead comes back down with it.
+    for (let i = 0; i < 8; i += 1) lead.adapt(10);
+    expect(lead.ms).toBe(DELIVERY_LEAD_MS);
+    expect(lead.deliveryFor(20_000)).toBe(DELIVERY_LEAD_MS);
   });
 
   it('refuses a lead outside 0-800 ms, naming it', () => {
