@@ -52,8 +52,9 @@ export interface LeaderServiceOptions {
   lateToleranceMs?: number;
   /**
    * How long before its nominal time a fire is planned and its ledger written (DESIGN.md flow 3b);
-   * its requests are enqueued up to 300 ms of it before (workers hold them until the nominal
-   * time); default 300 ms. The leader raises it (up to MAX_DISPATCH_LEAD_MS) while preparing a tick
+   * its requests are enqueued up to 300 ms of it before, a fire of 2,000 requests or more as long
+   * before as its enqueue takes (workers hold them until the nominal time); default 300 ms. The
+   * leader raises it (up to MAX_DISPATCH_LEAD_MS) while preparing a tick or enqueueing a big fire
    * takes longer.
    */
   dispatchLeadMs?: number;

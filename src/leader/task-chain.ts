@@ -26,11 +26,12 @@ export class TaskChain {
   /**
    * Runs `task` on the chain at `time`; when that has passed, at once and inline (the caller is on
    * the chain already). Waiting off the chain keeps other ticks and moves going; running on it
-   * keeps them in order with the task.
+   * keeps them in order with the task. A failure is logged as `failure` either way, so the caller's
+   * next tasks (a tick's other fire times) still run.
    */
   async at(time: number, task: () => Promise<void>, failure: string): Promise<void> {
     const wait = time - this.clock.now();
-    if (wait <= 0) return task();
+    if (wait <= 0) return task().catch((err) => this.log.error({ err }, failure));
     const handle = this.clock.setTimeout(() => {
       this.deferred.delete(handle);
       void this.run(task, failure);

@@ -92,8 +92,9 @@ describe('DispatchLead', () => {
     // A small enqueue says nothing about the pace.
     expect(lead.noteEnqueue(BIG_ENQUEUE - 1, 5_000)).toBeUndefined();
     expect(lead.deliveryFor(20_000)).toBe(DELIVERY_LEAD_MS);
-    // 20,000 requests in 1.5 s: the lead grows to cover it, a fire of 20,000 begins 800 ms ahead,
-    // one of 5,000 (375 ms at that pace) 375 ms ahead, one of 100 still 300 ms.
+    // 20,000 requests in 1.5 s: the lead grows to its bound, a fire of 20,000 begins 800 ms ahead
+    // (as much of its enqueue as the lead allows), one of 5,000 (375 ms at that pace) 375 ms
+    // ahead, one of 100 still 300 ms.
     expect(lead.noteEnqueue(20_000, 1_500)).toBe(DELIVERY_LEAD_MS);
     expect(lead.ms).toBe(MAX_DISPATCH_LEAD_MS);
     expect([lead.deliveryFor(20_000), lead.deliveryFor(5_000), lead.deliveryFor(100)]).toEqual([MAX_DISPATCH_LEAD_MS, 375, DELIVERY_LEAD_MS]);
@@ -101,10 +102,17 @@ describe('DispatchLead', () => {
     // The slowest pace of the recent big enqueues counts: a faster one does not lower it.
     lead.noteEnqueue(4_000, 100);
     expect(lead.deliveryFor(5_000)).toBe(375);
-    // Once the slow enqueue has left the window of the last 8, the lead comes back down with it.
+    // Once the slow enqueue's duration has left the window of the last 8, the lead comes back
+    // down, and with it every delivery.
     for (let i = 0; i < 8; i += 1) lead.adapt(10);
     expect(lead.ms).toBe(DELIVERY_LEAD_MS);
     expect(lead.deliveryFor(20_000)).toBe(DELIVERY_LEAD_MS);
+    // Its pace leaves with the next 8 big enqueues: at 0.01 ms a request, with the lead at 800 ms
+    // again, 20,000 requests take 200 ms (300 ms ahead, the least) and 60,000 take 600 ms.
+    for (let i = 0; i < 8; i += 1) lead.noteEnqueue(4_000, 40);
+    lead.adapt(400);
+    expect(lead.ms).toBe(MAX_DISPATCH_LEAD_MS);
+    expect([lead.deliveryFor(20_000), lead.deliveryFor(60_000)]).toEqual([DELIVERY_LEAD_MS, 600]);
   });
 
   it('refuses a lead outside 0-800 ms, naming it', () => {

@@ -1,0 +1,77 @@
+import type { Clock } from '../../src/leader/fire-timer';
+import { TaskChain } from '../../src/leader/task-chain';
+import type { Logger } from '../../src/shared/logger';
+
+/** A clock whose time moves only when told, with the timers due by then run in order. */
+class ManualClock implements Clock {
+  private time = 1_000;
+  private readonly timers = new Map<number, { at: number; fn: () => void }>();
+  private next = 0;
+
+  now(): number {
+    return this.time;
+  }
+
+  setTimeout(fn: () => void, ms: number): unknown {
+    this.next += 1;
+    this.timers.set(this.next, { at: this.time + ms, fn });
+    return this.next;
+  }
+
+  clearTimeout(handle: unknown): void {
+    this.timers.delete(handle as number);
+  }
+
+  advance(ms: number): void {
+    this.time += ms;
+    const due = [...this.timers].filter(([, t]) => t.at <= this.time).sort((a, b) => a[1].at - b[1].at);
+    for (const [handle, t] of due) {
+      this.timers.delete(handle);
+      t.fn();
+    }
+  }
+}
+
+function recordingLogger(errors: { err: unknown; message: string }[]): Logger {
+  return { error: (obj: { err: unknown }, message: string) => errors.push({ err: obj.err, message }) } as unknown as Logger;
+}
+
+describe('TaskChain.at', () => {
+  it('runs a task whose time has passed at once, inline, and logs its failure instead of throwing it', async () => {
+    const clock = new ManualClock();
+    const errors: { err: unknown; message: string }[] = [];
+    const chain = new TaskChain(clock, recordingLogger(errors));
+    const ran: string[] = [];
+    const boom = new Error('addBulk failed');
+    // A tick's fire times, each released in turn: the first one's failure leaves the second alone.
+    await chain.at(clock.now() - 1, async () => {
+      ran.push('first');
+      throw boom;
+    }, 'deferred enqueue failed');
+    await chain.at(clock.now(), async () => {
+      ran.push('second');
+    }, 'deferred enqueue failed');
+    expect(ran).toEqual(['first', 'second']);
+    expect(errors).toEqual([{ err: boom, message: 'deferred enqueue failed' }]);
+    expect(chain.waiting).toBe(0);
+  });
+
+  it('defers a task due later off the chain, runs it on the chain when due, and logs its failure', async () => {
+    const clock = new ManualClock();
+    const errors: { err: unknown; message: string }[] = [];
+    const chain = new TaskChain(clock, recordingLogger(errors));
+    const ran: string[] = [];
+    await chain.at(clock.now() + 500, async () => {
+      ran.push('due');
+      throw new Error('later failure');
+    }, 'deferred enqueue failed');
+    expect([ran, chain.waiting]).toEqual([[], 1]);
+    // The chain is free meanwhile: a task run now goes first.
+    await chain.run(async () => void ran.push('meanwhile'), 'failed');
+    clock.advance(500);
+    await chain.idle();
+    expect(ran).toEqual(['meanwhile', 'due']);
+    expect(chain.waiting).toBe(0);
+    expect(errors.map((e) => e.message)).toEqual(['deferred enqueue failed']);
+  });
+});
