@@ -42,6 +42,11 @@ export interface StartNodeOptions {
   itemLease?: boolean;
   /** The scheduler next in line loads every job before a takeover (SHARDCRON_WARM_STANDBY; default true). */
   warmStandby?: boolean;
+  /**
+   * Scheduler role: how long no live instance has an address before the leader removes that
+   * address's `servers/{ip}` nodes that say ENABLED (SHARDCRON_SERVER_RETENTION_MS; default 10 minutes).
+   */
+  serverRetentionMs?: number;
   /** On close, how long running executions may take before they are aborted. */
   shutdownGraceMs?: number;
   /** V8's heap growing percent for this process (SHARDCRON_HEAP_GROWTH_PERCENT); 0 keeps V8's policy; unset: 50. */
@@ -137,7 +142,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
     if (roles.includes('scheduler')) {
       const connection = createRedisClient(redis, { logger: log, name: 'leader' });
       cleanups.push({ step: 'leader redis connection', run: () => connection.quit() });
-      leader = new LeaderService({ zk, redis: connection, namespace, queuePrefix: queuePrefix(namespace, redis), completedKept: env.completedKept, instanceId, logger: log, warmStandby: options.warmStandby ?? env.warmStandby });
+      leader = new LeaderService({ zk, redis: connection, namespace, queuePrefix: queuePrefix(namespace, redis), completedKept: env.completedKept, instanceId, logger: log, warmStandby: options.warmStandby ?? env.warmStandby, serverRetentionMs: options.serverRetentionMs ?? env.serverRetentionMs });
       cleanups.push({ step: 'scheduler', run: () => leader!.close() });
       await leader.start();
     }

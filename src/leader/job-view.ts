@@ -106,8 +106,10 @@ class ViewCacheListener {
     else if (cache === view.triggersCache) view.handleTrigger(entry.name);
   }
 
-  removed(_entry: ChildEvent<unknown>, cache: object): void {
-    if (cache === this.view.serversCache) this.view.handleReshard('server removed');
+  removed(entry: ChildEvent<unknown>, cache: object): void {
+    // A missing server counts as ENABLED: the removal of an ENABLED one (the leader's own, of an
+    // address gone; ServerPrune) changes no instance's eligibility.
+    if (cache === this.view.serversCache && entry.data !== 'ENABLED') this.view.handleReshard('server removed');
   }
 }
 

@@ -22,6 +22,7 @@ import { LeaderElection } from './leader-election';
 import { QueueMoves } from './queue-moves';
 import { PRIORITIZED_FROM_PERIOD_MS, priorityForPeriod, QueuePool } from './queue-pool';
 import { RedisReconcile, type ReconcileResult } from './redis-reconcile';
+import { ServerPrune } from './server-prune';
 import { ScheduleCache, scheduleKey } from '../shared/cron/schedule-cache';
 import { REFRESH_RARER_THAN_MS, StandbyReads } from './standby-reads';
 import { Takeover } from './takeover';
@@ -72,6 +73,11 @@ export interface LeaderServiceOptions {
   tickChunk?: number;
   /** Only jobs of at least this period are split across a tick's chunks (default 60 s: the more frequent ones go whole in its first chunk). */
   tickSplitFromPeriodMs?: number;
+  /**
+   * How long no live instance has an address before the leader removes its `servers/{ip}` nodes
+   * that say ENABLED (SHARDCRON_SERVER_RETENTION_MS; default SERVER_RETENTION_MS, 10 minutes).
+   */
+  serverRetentionMs?: number;
 }
 
 export interface LeaderServiceEvents {
@@ -109,6 +115,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   private readonly fires: FireLoop;
   private readonly triggers: TriggerDispatcher;
   private readonly reconcile: RedisReconcile;
+  private readonly serverPrune: ServerPrune;
   private readonly schedules = new ScheduleCache();
   /**
    * Jobs firing more often than once a minute. While there are none, no request gets a priority:
@@ -238,6 +245,15 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       onDispatched: (event) => this.emit('trigger:dispatched', event),
       resharded: (job, reshards, settled) => this.registry.resharded(job, reshards, settled),
     });
+    this.serverPrune = new ServerPrune({
+      zk: options.zk,
+      log,
+      clock: this.clock,
+      isLeader,
+      jobs: this.registry.jobs,
+      directory: () => this.registry.directory,
+      ...(options.serverRetentionMs !== undefined && { retentionMs: options.serverRetentionMs }),
+    });
     this.reconcile = new RedisReconcile({
       queues: this.queues,
       chain: this.chain,
@@ -358,6 +374,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     if (generation !== this.generation) return;
     this.fires.settled();
     this.triggers.begin();
+    this.serverPrune.begin();
     this.emit('leader:elected', { epoch });
     await this.takeover.sweepOrphanedQueues().catch((err) => this.log.error({ err }, 'could not sweep queues of lost instances'));
   }
@@ -368,6 +385,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.timer = undefined;
     this.fires.end();
     this.triggers.end();
+    this.serverPrune.end();
     this.schedules.clear();
     this.frequentJobs.clear();
     this.jobPriorities.clear();

@@ -224,6 +224,13 @@ const cases: VariableCase[] = [
     invalid: [['true', 'is not a value'], ['Off', 'accepted: on, off']],
   },
   {
+    name: 'SHARDCRON_SERVER_RETENTION_MS',
+    read: (c) => c.serverRetentionMs,
+    defaultValue: 600_000,
+    valid: [['1000', 1000], ['604800000', 604_800_000]],
+    invalid: [['999', 'out of range'], ['604800001', 'out of range'], ['10m', 'not a decimal integer']],
+  },
+  {
     name: 'SHARDCRON_INSTANCE_ID',
     read: (c) => c.instanceId,
     defaultValue: undefined,
@@ -385,6 +392,7 @@ describe('loadEnvConfig', () => {
       roles: ['scheduler', 'worker', 'console'],
       concurrency: 10,
       warmStandby: true,
+      serverRetentionMs: 600_000,
       ops: { host: '127.0.0.1', port: 8080 },
       historyRecent: 1000,
       completedKept: 0,

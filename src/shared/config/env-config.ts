@@ -78,6 +78,8 @@ export interface ShardcronEnvConfig {
   readonly itemLease?: boolean;
   /** The scheduler next in line loads every job before a takeover (SHARDCRON_WARM_STANDBY, default on). */
   readonly warmStandby: boolean;
+  /** How long an address has no live instance before the leader removes its ENABLED `servers/{ip}` nodes (SHARDCRON_SERVER_RETENTION_MS). */
+  readonly serverRetentionMs: number;
   /** Overrides the default `{ip}@-@{pid}`. */
   readonly instanceId?: string;
   /** A Redis Cluster's seed nodes (SHARDCRON_REDIS_CLUSTER_NODES): every key of the namespace then shares the hash tag `{namespace}`. */
@@ -167,6 +169,8 @@ export const ENV_VARIABLES = Object.freeze([
     'monitorExecution\'s lock. Unset: the lock the namespace records (`/.cluster/item-lock`); a namespace without one records it at its first worker\'s start: a lease, or the per-run lock while a worker of an earlier version runs in it. `on`: the lease (a worker keeps an item\'s `running` node across fires and records each run in Redis, no ZooKeeper request per run); `off`: the node created and deleted, and the run recorded in ZooKeeper, per run (docs/design-notes.md, "Item leases"). A value that differs from the namespace\'s stops the worker with an error: every worker of a namespace uses one lock. `shardcron item-lock` shows and switches it.'),
   variable('SHARDCRON_WARM_STANDBY', 'on',
     'Scheduler role, `on`: the candidate next in line for leadership loads and follows every job while it waits, so that its takeover reads only what changed since (it dispatches 0.35 s after the election at 10,000 jobs and 1.5 s at 100,000, against 8.8 s and 67 s loading at the election); it then holds about the leader\'s memory and ZooKeeper watches. Candidates further back load nothing. `off`: a new leader loads every job when elected (docs/design-notes.md, "Warm standby").'),
+  variable('SHARDCRON_SERVER_RETENTION_MS', '600000',
+    'Scheduler role: how long no live instance has an address, 1000-604800000 ms, before the leader removes the `/{job}/servers/{ip}` nodes of that address that say ENABLED (a rolling deploy onto new addresses leaves one per job and old address). A DISABLED one stays, an operator\'s switch; a worker that comes back on that address makes its nodes again (docs/design-notes.md, "Servers of gone addresses").'),
   variable('SHARDCRON_INSTANCE_ID', undefined,
     'Overrides the instance id `{ip}@-@{pid}`: 1-128 printable ASCII characters, no spaces, no `/`. Must be unique among the live processes of the namespace.'),
   variable('SHARDCRON_OPS_HOST', '127.0.0.1',
@@ -247,6 +251,7 @@ const shape = {
   SHARDCRON_CONSUMERS: optional(integer(...WORKER_BOUNDS.consumers)),
   SHARDCRON_ITEM_LEASE: optional(oneOf(['on', 'off'] as const, 'value')),
   SHARDCRON_WARM_STANDBY: withDefault('SHARDCRON_WARM_STANDBY', oneOf(['on', 'off'] as const, 'value')),
+  SHARDCRON_SERVER_RETENTION_MS: withDefault('SHARDCRON_SERVER_RETENTION_MS', integer(1000, 604_800_000, ' (milliseconds)')),
   SHARDCRON_INSTANCE_ID: optional(parseInstanceId),
   SHARDCRON_OPS_HOST: withDefault('SHARDCRON_OPS_HOST', parseOpsHost),
   SHARDCRON_OPS_PORT: withDefault('SHARDCRON_OPS_PORT', integer(0, 65535)),
@@ -355,6 +360,7 @@ export const envSchema = z.preprocess(
     ...(env.SHARDCRON_CONSUMERS !== undefined && { consumers: env.SHARDCRON_CONSUMERS }),
     ...(env.SHARDCRON_ITEM_LEASE !== undefined && { itemLease: env.SHARDCRON_ITEM_LEASE === 'on' }),
     warmStandby: env.SHARDCRON_WARM_STANDBY === 'on',
+    serverRetentionMs: env.SHARDCRON_SERVER_RETENTION_MS,
     ...(env.SHARDCRON_INSTANCE_ID !== undefined && { instanceId: env.SHARDCRON_INSTANCE_ID }),
     ...(env.SHARDCRON_REDIS_CLUSTER_NODES !== undefined && { redisClusterNodes: env.SHARDCRON_REDIS_CLUSTER_NODES }),
     ...(env.SHARDCRON_REDIS_SENTINELS !== undefined &&

@@ -141,14 +141,29 @@ export class InstanceDirectory {
    * cannot read must not have its queue taken away.
    */
   knownQueues(): { queues: Set<string>; unreadable: Set<string> } {
-    const queues = new Set<string>();
+    const { values, unreadable } = this.known('queue');
+    return { queues: values, unreadable };
+  }
+
+  /**
+   * The address of every live entry, its list read or not, and the ids of entries that cannot be
+   * decoded and were never read (their address is unknown), as {@link knownQueues}.
+   */
+  knownAddresses(): { ips: Set<string>; unreadable: Set<string> } {
+    const { values, unreadable } = this.known('ip');
+    return { ips: values, unreadable };
+  }
+
+  /** `field` of every live entry, from its data or from its last good reading, and the entries with neither. */
+  private known(field: 'queue' | 'ip'): { values: Set<string>; unreadable: Set<string> } {
+    const values = new Set<string>();
     const unreadable = new Set<string>();
     for (const entry of this.cache.values()) {
-      const queue = entry.data?.queue ?? this.applied.get(entry.name)?.live.info.queue;
-      if (queue === undefined) unreadable.add(entry.name);
-      else queues.add(queue);
+      const value = entry.data?.[field] ?? this.applied.get(entry.name)?.live.info[field];
+      if (value === undefined) unreadable.add(entry.name);
+      else values.add(value);
     }
-    return { queues, unreadable };
+    return { values, unreadable };
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,185 @@
+/**
+ * The `/{job}/servers/{ip}` nodes of servers that are gone. A worker makes its server's node for
+ * every job it runs, persistent (it holds the operator's switch), and nothing removed them: each
+ * rolling deploy onto new addresses (a Kubernetes pod gets a new IP) left one node per job and old
+ * address, 100,000 a worker for a worker of 100,000 jobs, in ZooKeeper's memory for good.
+ *
+ * The leader, which follows every job's servers and every live instance anyway, removes a job's
+ * node of an address no live instance has had for {@link SERVER_RETENTION_MS}, when it still says
+ * `ENABLED` (what a missing node means too). A `DISABLED` node stays: it is an operator's switch,
+ * and a worker that comes back on that address must find its server disabled. A worker that comes
+ * back on an address whose node went makes it again, as at its first start; and a live worker's
+ * node that went all the same (a worker that registered just as the leader removed its node) is
+ * made again by the leader at its next sweep.
+ */
+import { setImmediate } from 'node:timers/promises';
+import { ErrorCodes, hasCode } from '../shared/errors';
+import type { Logger } from '../shared/logger';
+import type { InstanceDirectory } from '../shared/registry/instance-directory';
+import { registryPaths } from '../shared/registry/registry-paths';
+import type { ZkClient } from '../shared/zk';
+import type { JobState } from './fire-dispatcher';
+import type { Clock } from './fire-timer';
+
+/** How long no live instance has an address before its servers nodes go (default; `serverRetentionMs`). */
+export const SERVER_RETENTION_MS = 10 * 60_000;
+/** How often the leader looks at most (more often when the retention is shorter). */
+const SWEEP_EVERY_MS = 60_000;
+/** ZooKeeper requests of a sweep in flight at once. */
+const IN_FLIGHT = 32;
+/** Jobs a sweep looks at between two turns of the event loop (the fires' timers go between). */
+const YIELD_EVERY = 5_000;
+
+export interface ServerPruneDeps {
+  zk: ZkClient;
+  log: Logger;
+  clock: Clock;
+  isLeader(): boolean;
+  jobs: ReadonlyMap<string, JobState>;
+  /** The instances as the leader follows them (undefined while they are not loaded). */
+  directory(): InstanceDirectory | undefined;
+  /** {@link SERVER_RETENTION_MS} unless given. */
+  retentionMs?: number;
+}
+
+/** What a sweep did. */
+export interface PruneResult {
+  /** `servers/{ip}` nodes removed, and the addresses they were of. */
+  removed: number;
+  ips: string[];
+  /** Live instances' nodes made again. */
+  restored: number;
+}
+
+/** Removes the servers nodes of addresses gone for the retention, while this process leads. */
+export class ServerPrune {
+  /** Address -> when a sweep first saw it with no live instance. */
+  private readonly absentSince = new Map<string, number>();
+  /** Instances live at the last sweep: only theirs are made again (a new one makes its own). */
+  private liveBefore = new Set<string>();
+  private timer: ReturnType<Clock['setTimeout']> | undefined;
+  /** Moves on with each begin and end: a sweep of an earlier leadership schedules no next one. */
+  private turn = 0;
+  private sweeping: Promise<PruneResult | undefined> | undefined;
+  private readonly retentionMs: number;
+
+  constructor(private readonly deps: ServerPruneDeps) {
+    this.retentionMs = deps.retentionMs ?? SERVER_RETENTION_MS;
+  }
+
+  /** Leadership began: sweeps from now on (what is gone counts from the first sweep that sees it). */
+  begin(): void {
+    this.end();
+    this.schedule(this.turn);
+  }
+
+  /** Leadership ended: no more sweeps, and what this one saw is forgotten. */
+  end(): void {
+    this.turn += 1;
+    if (this.timer !== undefined) this.deps.clock.clearTimeout(this.timer);
+    this.timer = undefined;
+    this.absentSince.clear();
+    this.liveBefore = new Set();
+  }
+
+  private schedule(turn: number): void {
+    const every = Math.min(SWEEP_EVERY_MS, Math.max(100, Math.floor(this.retentionMs / 2)));
+    this.timer = this.deps.clock.setTimeout(() => {
+      this.timer = undefined;
+      void this.sweep()
+        .catch((err) => this.deps.log.warn({ err }, 'could not remove the servers nodes of gone addresses; tried again later'))
+        .finally(() => {
+          if (turn === this.turn) this.schedule(turn);
+        });
+    }, every);
+  }
+
+  /** One sweep (one at a time); undefined when it did nothing (not leading, instances unknown). */
+  sweep(): Promise<PruneResult | undefined> {
+    return (this.sweeping ??= this.doSweep().finally(() => (this.sweeping = undefined)));
+  }
+
+  private async doSweep(): Promise<PruneResult | undefined> {
+    const ips = this.liveIps();
+    const directory = this.deps.directory();
+    if (!ips || !directory || !this.deps.isLeader()) return undefined;
+    const live = { ips, instances: directory.instances().map((i) => ({ instanceId: i.instanceId, ip: i.live.info.ip, jobs: i.jobs })) };
+    const now = this.deps.clock.now();
+    const seen = new Set<string>();
+    const gone: Array<{ job: string; ip: string; version: number | undefined }> = [];
+    let walked = 0;
+    for (const [job, state] of this.deps.jobs) {
+      if (++walked % YIELD_EVERY === 0) await setImmediate();
+      for (const entry of state.view.serversCache.values()) {
+        const ip = entry.name;
+        if (live.ips.has(ip)) continue;
+        seen.add(ip);
+        const since = this.absentSince.get(ip);
+        if (since === undefined) this.absentSince.set(ip, now);
+        else if (entry.data === 'ENABLED' && now - since >= this.retentionMs) gone.push({ job, ip, version: entry.version });
+      }
+    }
+    for (const ip of this.absentSince.keys()) if (!seen.has(ip)) this.absentSince.delete(ip);
+    const missing = await this.missingOfLive(live.instances);
+    this.liveBefore = new Set(live.instances.map((i) => i.instanceId));
+    const removedIps = new Set<string>();
+    let removed = 0;
+    let restored = 0;
+    await inBatches(gone, async ({ job, ip, version }) => {
+      // An instance on that address may have come meanwhile (the directory follows the entries).
+      if (!this.deps.isLeader() || this.liveIps()?.has(ip) !== false) return;
+      if (await this.quietly(() => this.deps.zk.delete(registryPaths.jobServer(job, ip), version))) {
+        removed += 1;
+        removedIps.add(ip);
+      }
+    });
+    await inBatches(missing, async ({ job, ip }) => {
+      if (!this.deps.isLeader()) return;
+      // Not its parents: a job removed meanwhile (its subtree deleted) is not made again.
+      if (await this.quietly(() => this.deps.zk.create(registryPaths.jobServer(job, ip), 'ENABLED'))) restored += 1;
+    });
+    const result = { removed, ips: [...removedIps].sort(), restored };
+    if (removed > 0 || restored > 0) this.deps.log.info(result, 'servers nodes: those of addresses gone removed, those of live instances made again');
+    return result;
+  }
+
+  /** Every live entry's address; undefined while an entry cannot be read (its address is unknown). */
+  private liveIps(): Set<string> | undefined {
+    const known = this.deps.directory()?.knownAddresses();
+    return known && known.unreadable.size === 0 ? known.ips : undefined;
+  }
+
+  /** Jobs of instances live since the last sweep whose server node is not there (a job the leader follows). */
+  private async missingOfLive(instances: ReadonlyArray<{ instanceId: string; ip: string; jobs: ReadonlySet<string> }>): Promise<Array<{ job: string; ip: string }>> {
+    const out: Array<{ job: string; ip: string }> = [];
+    const done = new Set<string>();
+    for (const { instanceId, ip, jobs } of instances) {
+      if (!this.liveBefore.has(instanceId)) continue;
+      let walked = 0;
+      for (const job of jobs) {
+        if (++walked % YIELD_EVERY === 0) await setImmediate();
+        const view = this.deps.jobs.get(job)?.view;
+        const key = `${job}\u0000${ip}`;
+        if (!view || !view.config || view.serversCache.has(ip) || done.has(key)) continue;
+        done.add(key);
+        out.push({ job, ip });
+      }
+    }
+    return out;
+  }
+
+  /** True when `op` did what it was for; false when the node changed or went meanwhile (left as it is). */
+  private async quietly(op: () => Promise<unknown>): Promise<boolean> {
+    try {
+      return (await op()) !== false;
+    } catch (err) {
+      if ([ErrorCodes.ZK_BAD_VERSION, ErrorCodes.ZK_NO_NODE, ErrorCodes.ZK_NOT_EMPTY, ErrorCodes.ZK_NODE_EXISTS].some((code) => hasCode(err, code))) return false;
+      throw err;
+    }
+  }
+}
+
+/** Runs `op` over `items`, {@link IN_FLIGHT} at a time. */
+async function inBatches<T>(items: readonly T[], op: (item: T) => Promise<void>): Promise<void> {
+  for (let i = 0; i < items.length; i += IN_FLIGHT) await Promise.all(items.slice(i, i + IN_FLIGHT).map(op));
+}
