@@ -18,6 +18,7 @@ import { spawnRegisteringWorker } from '../lib/job-mix';
 import { procSample } from '../lib/services';
 import { RedisServer } from '../../src/dev/redis-server';
 import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
+import { runTool } from '../lib/tool';
 
 const N = Number(process.env.N ?? 10_000);
 
@@ -67,7 +68,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().then(() => process.exit(0), (err) => {
-  process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
-  process.exit(1);
-});
+runTool(main);

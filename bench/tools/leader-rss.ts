@@ -24,6 +24,7 @@ import { triple } from '../lib/stats';
 import { QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
 import { RedisServer } from '../../src/dev/redis-server';
 import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
+import { runTool } from '../lib/tool';
 
 const N = Number(process.env.N ?? 10_000);
 /** Worker processes, each registering the same N jobs (issue 23's setup has 2); the first registers alone, then the others join. */
@@ -165,7 +166,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().then(() => process.exit(0), (err) => {
-  process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
-  process.exit(1);
-});
+runTool(main);

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { RedisServer } from '../../src/dev/redis-server';
 import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { readFileSync } from 'node:fs';
+import { runTool } from '../lib/tool';
 
 /** RSS of `pid` in MB (VmRSS from /proc). */
 function rssMb(pid: number | undefined): number {
@@ -150,7 +151,4 @@ async function main(): Promise<void> {
   for (const dist of dists.length > 0 ? dists : [path.join(__dirname, '..', '..', 'dist')]) process.stdout.write(`${await measure(dist)}\n`);
 }
 
-main().then(() => process.exit(0), (err) => {
-  process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
-  process.exit(1);
-});
+runTool(main);

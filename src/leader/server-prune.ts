@@ -10,7 +10,8 @@
  * and a worker that comes back on that address must find its server disabled. A worker that comes
  * back on an address whose node went makes it again, as at its first start; and a live worker's
  * node that went all the same (a worker that registered just as the leader removed its node) is
- * made again by the leader at its next sweep.
+ * made again by the leader at its next sweep: it makes the missing nodes of the instances live at
+ * the sweep before, and of every live instance on an address it has just removed nodes of.
  */
 import { setImmediate } from 'node:timers/promises';
 import { ErrorCodes, hasCode } from '../shared/errors';
@@ -27,6 +28,11 @@ export const SERVER_RETENTION_MS = 10 * 60_000;
 const SWEEP_EVERY_MS = 60_000;
 /** ZooKeeper requests of a sweep in flight at once. */
 const IN_FLIGHT = 32;
+/**
+ * Nodes one sweep removes at most; the rest wait for the next sweep. A namespace that leaked many
+ * addresses before this existed would otherwise have the leader list millions at once.
+ */
+const MAX_REMOVED_PER_SWEEP = 50_000;
 /** Jobs a sweep looks at between two turns of the event loop (the fires' timers go between). */
 const YIELD_EVERY = 5_000;
 
@@ -57,6 +63,8 @@ export class ServerPrune {
   private readonly absentSince = new Map<string, number>();
   /** Instances live at the last sweep: only theirs are made again (a new one makes its own). */
   private liveBefore = new Set<string>();
+  /** Addresses the last sweep removed nodes of: a worker may have come back on one meanwhile. */
+  private prunedBefore = new Set<string>();
   private timer: ReturnType<Clock['setTimeout']> | undefined;
   /** Moves on with each begin and end: a sweep of an earlier leadership schedules no next one. */
   private turn = 0;
@@ -80,6 +88,7 @@ export class ServerPrune {
     this.timer = undefined;
     this.absentSince.clear();
     this.liveBefore = new Set();
+    this.prunedBefore = new Set();
   }
 
   private schedule(turn: number): void {
@@ -106,7 +115,7 @@ export class ServerPrune {
     const live = { ips, instances: directory.instances().map((i) => ({ instanceId: i.instanceId, ip: i.live.info.ip, jobs: i.jobs })) };
     const now = this.deps.clock.now();
     const seen = new Set<string>();
-    const gone: Array<{ job: string; ip: string; version: number | undefined }> = [];
+    const gone: Array<{ job: string; ip: string; version: number }> = [];
     let walked = 0;
     for (const [job, state] of this.deps.jobs) {
       if (++walked % YIELD_EVERY === 0) await setImmediate();
@@ -116,7 +125,10 @@ export class ServerPrune {
         seen.add(ip);
         const since = this.absentSince.get(ip);
         if (since === undefined) this.absentSince.set(ip, now);
-        else if (entry.data === 'ENABLED' && now - since >= this.retentionMs) gone.push({ job, ip, version: entry.version });
+        // Deleted at the version read only (an operator's switch written meanwhile wins).
+        else if (entry.data === 'ENABLED' && entry.version !== undefined && now - since >= this.retentionMs && gone.length < MAX_REMOVED_PER_SWEEP) {
+          gone.push({ job, ip, version: entry.version });
+        }
       }
     }
     for (const ip of this.absentSince.keys()) if (!seen.has(ip)) this.absentSince.delete(ip);
@@ -125,14 +137,20 @@ export class ServerPrune {
     const removedIps = new Set<string>();
     let removed = 0;
     let restored = 0;
-    await inBatches(gone, async ({ job, ip, version }) => {
-      // An instance on that address may have come meanwhile (the directory follows the entries).
-      if (!this.deps.isLeader() || this.liveIps()?.has(ip) !== false) return;
-      if (await this.quietly(() => this.deps.zk.delete(registryPaths.jobServer(job, ip), version))) {
-        removed += 1;
-        removedIps.add(ip);
-      }
-    });
+    for (let i = 0; i < gone.length; i += IN_FLIGHT) {
+      // An instance on one of those addresses may have come meanwhile (the directory follows the entries).
+      const ipsNow = this.liveIps();
+      if (!ipsNow || !this.deps.isLeader()) break;
+      const batch = gone.slice(i, i + IN_FLIGHT).filter(({ ip }) => !ipsNow.has(ip));
+      await Promise.all(
+        batch.map(async ({ job, ip, version }) => {
+          if (!(await this.quietly(() => this.deps.zk.delete(registryPaths.jobServer(job, ip), version)))) return;
+          removed += 1;
+          removedIps.add(ip);
+        }),
+      );
+    }
+    this.prunedBefore = removedIps;
     await inBatches(missing, async ({ job, ip }) => {
       if (!this.deps.isLeader()) return;
       // Not its parents: a job removed meanwhile (its subtree deleted) is not made again.
@@ -149,18 +167,26 @@ export class ServerPrune {
     return known && known.unreadable.size === 0 ? known.ips : undefined;
   }
 
-  /** Jobs of instances live since the last sweep whose server node is not there (a job the leader follows). */
+  /**
+   * Jobs of instances live since the last sweep, or on an address it removed nodes of, whose server
+   * node is not there (a job the leader follows). Instances on one address with the same list are looked at once.
+   */
   private async missingOfLive(instances: ReadonlyArray<{ instanceId: string; ip: string; jobs: ReadonlySet<string> }>): Promise<Array<{ job: string; ip: string }>> {
     const out: Array<{ job: string; ip: string }> = [];
+    const looked = new Map<string, Set<ReadonlySet<string>>>();
     const done = new Set<string>();
     for (const { instanceId, ip, jobs } of instances) {
-      if (!this.liveBefore.has(instanceId)) continue;
+      if (!this.liveBefore.has(instanceId) && !this.prunedBefore.has(ip)) continue;
+      const lists = looked.get(ip) ?? new Set();
+      if (lists.has(jobs)) continue;
+      looked.set(ip, lists.add(jobs));
       let walked = 0;
       for (const job of jobs) {
         if (++walked % YIELD_EVERY === 0) await setImmediate();
         const view = this.deps.jobs.get(job)?.view;
+        if (!view || !view.config || view.serversCache.has(ip)) continue;
         const key = `${job}\u0000${ip}`;
-        if (!view || !view.config || view.serversCache.has(ip) || done.has(key)) continue;
+        if (done.has(key)) continue;
         done.add(key);
         out.push({ job, ip });
       }

@@ -226,6 +226,13 @@ describe('JobView', () => {
     await admin.delete(paths.jobServer(JOB, '10.0.0.1'));
     await waitFor(() => view.eligibleInstances().length === 2, { message: 'server removed' });
     expect(reasons(seen)).toEqual(['server enabled/disabled', 'server added', 'server removed']);
+    // An ENABLED one's removal (the leader's, of an address gone) changes no eligibility: no reshard.
+    await admin.delete(paths.jobServer(JOB, '10.0.0.2'));
+    await waitFor(() => !view.serversCache.has('10.0.0.2'), { message: 'ENABLED server removed' });
+    await put(paths.jobServer(JOB, '10.0.0.3'), 'DISABLED');
+    await waitFor(() => seen.length === 4, { message: 'the next change' });
+    expect(reasons(seen)).toEqual(['server enabled/disabled', 'server added', 'server removed', 'server added']);
+    expect(view.eligibleInstances()).toHaveLength(2);
   });
 
   it('sees the sharding flag and per-item disabled flags', async () => {
