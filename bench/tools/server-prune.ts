@@ -1,7 +1,7 @@
 /**
  * A rolling deploy onto a new address: `N=10000 ROLLOUTS=3 RETENTION_MS=10000 npx tsx
  * bench/tools/server-prune.ts [DIST]` (DIST a built dist/ directory; default this checkout's, after
- * `npm run build`). On its own ZooKeeper and Redis: a scheduler-only leader, and a worker of N
+ * `npm run build`; OLD_BUILD=1 for a build without the sweep). On its own ZooKeeper and Redis: a scheduler-only leader, and a worker of N
  * hourly one-item jobs on 10.9.0.1; then, ROLLOUTS times, the worker is replaced by one on the next
  * address (the old one stopped, the new one started, as a Kubernetes rollout of one pod does).
  * Prints ZooKeeper's znode count after each rollout and once the leader's retention has passed,
@@ -18,6 +18,8 @@ import { runTool } from '../lib/tool';
 const N = Number(process.env.N ?? 10_000);
 const ROLLOUTS = Number(process.env.ROLLOUTS ?? 3);
 const RETENTION_MS = Number(process.env.RETENTION_MS ?? 10_000);
+/** OLD_BUILD=1: DIST predates SHARDCRON_SERVER_RETENTION_MS (which it would refuse as unknown). */
+const OLD_BUILD = process.env.OLD_BUILD === '1';
 
 /** CPU milliseconds of `pid` so far (utime + stime from /proc, 100 ticks a second). */
 function cpuMs(pid: number | undefined): number {
@@ -53,7 +55,7 @@ async function main(): Promise<void> {
   const dist = path.resolve(process.argv[2] ?? path.join(__dirname, '..', '..', 'dist'));
   const zk = await ZooKeeperServer.start({ jvm: 'server', maxHeapMb: 2048 });
   const redis = await RedisServer.start();
-  const base = { SHARDCRON_ZK: zk.connectionString, SHARDCRON_REDIS_URL: redis.url, SHARDCRON_NAMESPACE: 'prune', SHARDCRON_SERVER_RETENTION_MS: String(RETENTION_MS) };
+  const base = { SHARDCRON_ZK: zk.connectionString, SHARDCRON_REDIS_URL: redis.url, SHARDCRON_NAMESPACE: 'prune', ...(OLD_BUILD ? {} : { SHARDCRON_SERVER_RETENTION_MS: String(RETENTION_MS) }) };
   const children: ChildProcess[] = [];
   const znodes = async () => (await zkFootprint(zk.port, zk.pid!)).znodes;
   // Until the znode count stays put over 2 s (the workers' server nodes made, the leader's removals done).
