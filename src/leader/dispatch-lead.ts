@@ -10,8 +10,8 @@ import { ErrorCodes, ShardcronError } from '../shared/errors';
 export const MAX_DISPATCH_LEAD_MS = 800;
 /**
  * How long before its nominal time a fire's requests are enqueued, at most (never more than the
- * lead), unless the fire is a big one ({@link DispatchLead.deliveryFor}). Workers take an early request into their prefetch and hold it until its time, its item
- * locked meanwhile: the time a worker has to take a burst's requests before the fire (a worker
+ * lead), unless the fire is a big one ({@link DispatchLead.deliveryFor}). Workers take an early
+ * request into their prefetch and hold it until its time, its item locked meanwhile: the time a worker has to take a burst's requests before the fire (a worker
  * takes about 7 a millisecond on the bench machine). Not the whole lead (up to 800 ms when ticks
  * are slow to prepare): a worker's prefetch is bounded, and requests of the next fire held that
  * long took the places the tail of the current fire was waiting for. A big fire's enqueue itself

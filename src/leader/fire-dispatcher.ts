@@ -307,8 +307,8 @@ export class FireDispatcher {
    * which keeps such items where they run; one read per item, a bounded number at a time. With item
    * leases a `running` node is held between runs too: the item's record in Redis tells whether its
    * holder runs it now, and an idle lease does not keep the item (its holder lets go when asked).
+   * Only the items in `only`, when given (a held reshard's retry).
    */
-  /** Items (of `only`, when given, else all) running now on eligible instances, and where. */
   private async runningItems(state: JobState, config: JobConfig, eligible: ReadonlySet<string>, only?: readonly number[]): Promise<Map<number, string>> {
     const running = new Map<number, string>();
     // Without monitorExecution no run has a `running` node: nothing to read (a new leader's first

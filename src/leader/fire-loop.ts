@@ -447,14 +447,17 @@ export class FireLoop {
     if (current) for (const plan of plans) this.reroute(plan);
     const started = this.deps.clock.now();
     await this.deps.dispatcher.enqueue(plans);
-    this.leadMoved(this.deps.lead.noteEnqueue(requestCount(plans), this.deps.clock.now() - started));
+    const enqueueMs = this.deps.clock.now() - started;
+    let requests = 0;
     for (const plan of plans) {
       const items = requestCount([plan]);
+      requests += items;
       this.deps.events.dispatched({ job: plan.job, fireTime: plan.ledger.fireTime, source: plan.ledger.source, items, epoch: plan.ledger.epoch });
       if (!current) continue;
       const view = this.deps.jobs.get(plan.job)?.view;
       if (view) this.deps.moves.afterEnqueue(Object.entries(plan.ledger.queues), view);
     }
+    this.leadMoved(this.deps.lead.noteEnqueue(requests, enqueueMs));
     if (!current || !this.deps.election.isLeader) return;
     await this.deps.dispatcher.recordAssignments(plans, this.deps.jobs, this.deps.election.fence()).catch((err) => {
       if (!isDeposed(err)) this.deps.log.warn({ err }, 'could not record item owners in sharding/{i}/instance; retried with the next fire');

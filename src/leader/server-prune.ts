@@ -14,9 +14,10 @@
  * the sweep before, and of every live instance on an address it has just removed nodes of.
  */
 import { setImmediate } from 'node:timers/promises';
+import { forEachLimited } from '../shared/concurrency';
 import { ErrorCodes, hasCode } from '../shared/errors';
 import type { Logger } from '../shared/logger';
-import type { InstanceDirectory } from '../shared/registry/instance-directory';
+import type { DirectoryInstance, InstanceDirectory } from '../shared/registry/instance-directory';
 import { registryPaths } from '../shared/registry/registry-paths';
 import type { ZkClient } from '../shared/zk';
 import type { JobState } from './fire-dispatcher';
@@ -112,7 +113,7 @@ export class ServerPrune {
     const ips = this.liveIps();
     const directory = this.deps.directory();
     if (!ips || !directory || !this.deps.isLeader()) return undefined;
-    const live = { ips, instances: directory.instances().map((i) => ({ instanceId: i.instanceId, ip: i.live.info.ip, jobs: i.jobs })) };
+    const instances = directory.instances();
     const now = this.deps.clock.now();
     const seen = new Set<string>();
     const gone: Array<{ job: string; ip: string; version: number }> = [];
@@ -121,7 +122,7 @@ export class ServerPrune {
       if (++walked % YIELD_EVERY === 0) await setImmediate();
       for (const entry of state.view.serversCache.values()) {
         const ip = entry.name;
-        if (live.ips.has(ip)) continue;
+        if (ips.has(ip)) continue;
         seen.add(ip);
         const since = this.absentSince.get(ip);
         if (since === undefined) this.absentSince.set(ip, now);
@@ -132,27 +133,20 @@ export class ServerPrune {
       }
     }
     for (const ip of this.absentSince.keys()) if (!seen.has(ip)) this.absentSince.delete(ip);
-    const missing = await this.missingOfLive(live.instances);
-    this.liveBefore = new Set(live.instances.map((i) => i.instanceId));
+    const missing = await this.missingOfLive(instances);
+    this.liveBefore = new Set(instances.map((i) => i.instanceId));
     const removedIps = new Set<string>();
     let removed = 0;
     let restored = 0;
-    for (let i = 0; i < gone.length; i += IN_FLIGHT) {
-      // An instance on one of those addresses may have come meanwhile (the directory follows the entries).
-      const ipsNow = this.liveIps();
-      if (!ipsNow || !this.deps.isLeader()) break;
-      const batch = gone.slice(i, i + IN_FLIGHT).filter(({ ip }) => !ipsNow.has(ip));
-      await Promise.all(
-        batch.map(async ({ job, ip, version }) => {
-          if (!(await this.quietly(() => this.deps.zk.delete(registryPaths.jobServer(job, ip), version)))) return;
-          removed += 1;
-          removedIps.add(ip);
-        }),
-      );
-    }
+    await this.inFlight(gone, async ({ job, ip, version }) => {
+      // An instance on that address may have come meanwhile (the directory follows the entries).
+      if (this.liveIps()?.has(ip) !== false) return;
+      if (!(await this.quietly(() => this.deps.zk.delete(registryPaths.jobServer(job, ip), version)))) return;
+      removed += 1;
+      removedIps.add(ip);
+    });
     this.prunedBefore = removedIps;
-    await inBatches(missing, async ({ job, ip }) => {
-      if (!this.deps.isLeader()) return;
+    await this.inFlight(missing, async ({ job, ip }) => {
       // Not its parents: a job removed meanwhile (its subtree deleted) is not made again.
       if (await this.quietly(() => this.deps.zk.create(registryPaths.jobServer(job, ip), 'ENABLED'))) restored += 1;
     });
@@ -171,11 +165,12 @@ export class ServerPrune {
    * Jobs of instances live since the last sweep, or on an address it removed nodes of, whose server
    * node is not there (a job the leader follows). Instances on one address with the same list are looked at once.
    */
-  private async missingOfLive(instances: ReadonlyArray<{ instanceId: string; ip: string; jobs: ReadonlySet<string> }>): Promise<Array<{ job: string; ip: string }>> {
+  private async missingOfLive(instances: readonly DirectoryInstance[]): Promise<Array<{ job: string; ip: string }>> {
     const out: Array<{ job: string; ip: string }> = [];
     const looked = new Map<string, Set<ReadonlySet<string>>>();
     const done = new Set<string>();
-    for (const { instanceId, ip, jobs } of instances) {
+    for (const { instanceId, live, jobs } of instances) {
+      const { ip } = live.info;
       if (!this.liveBefore.has(instanceId) && !this.prunedBefore.has(ip)) continue;
       const lists = looked.get(ip) ?? new Set();
       if (lists.has(jobs)) continue;
@@ -194,6 +189,21 @@ export class ServerPrune {
     return out;
   }
 
+  /**
+   * Runs `op` over `items`, {@link IN_FLIGHT} at a time, while this process leads; the first error
+   * other than a node changed or gone meanwhile ends it (ZooKeeper unreachable: the next sweep).
+   */
+  private async inFlight<T>(items: readonly T[], op: (item: T) => Promise<void>): Promise<void> {
+    let failed = false;
+    await forEachLimited(items, IN_FLIGHT, async (item) => {
+      if (failed || !this.deps.isLeader()) return;
+      await op(item).catch((err: unknown) => {
+        failed = true;
+        throw err;
+      });
+    });
+  }
+
   /** True when `op` did what it was for; false when the node changed or went meanwhile (left as it is). */
   private async quietly(op: () => Promise<unknown>): Promise<boolean> {
     try {
@@ -203,9 +213,4 @@ export class ServerPrune {
       throw err;
     }
   }
-}
-
-/** Runs `op` over `items`, {@link IN_FLIGHT} at a time. */
-async function inBatches<T>(items: readonly T[], op: (item: T) => Promise<void>): Promise<void> {
-  for (let i = 0; i < items.length; i += IN_FLIGHT) await Promise.all(items.slice(i, i + IN_FLIGHT).map(op));
 }

@@ -141,8 +141,8 @@ export class Takeover {
       }
       this.deps.log.warn({ job, fireTime: ledger.fireTime, items: orphaned, live: targets.size }, 'last fire names instances that are gone; their items go to live instances');
     }
-    // A ledger written ahead of its fire is enqueued no earlier than a fire of a few requests is. Replays due in
-    // the same turn (most of a takeover's) share their addBulk calls.
+    // A ledger written ahead of its fire is enqueued no earlier than a fire of a few requests is.
+    // Replays due in the same turn (most of a takeover's) share their addBulk calls.
     await this.deps.chain.at(
       ledger.fireTime - this.deps.deliveryLeadMs(),
       async () => {

@@ -1,5 +1,6 @@
 import { parseCron } from '../../src/shared/cron/cron';
-import { FireTimer, type Clock, type DueJob } from '../../src/leader/fire-timer';
+import { FireTimer, type DueJob } from '../../src/leader/fire-timer';
+import { FakeClock } from '../helpers/fake-clock';
 
 /**
  * The fire timer fed real cron schedules through DST changes, on a hand-driven clock. What the
@@ -7,40 +8,6 @@ import { FireTimer, type Clock, type DueJob } from '../../src/leader/fire-timer'
  * local day (the skipped one at 03:30, the repeated one at its first occurrence), and an interval job
  * keeps its interval in real time, with no fire delivered twice.
  */
-
-/** One timeline for now() and the timers; advanceTo() runs each due timer at its own time, in order. */
-class FakeClock implements Clock {
-  private nextId = 1;
-  private readonly timers = new Map<number, { at: number; fn: () => void }>();
-
-  constructor(private time: number) {}
-
-  now(): number {
-    return this.time;
-  }
-
-  setTimeout(fn: () => void, ms: number): unknown {
-    const id = this.nextId++;
-    this.timers.set(id, { at: this.time + ms, fn });
-    return id;
-  }
-
-  clearTimeout(handle: unknown): void {
-    this.timers.delete(handle as number);
-  }
-
-  advanceTo(target: number): void {
-    for (;;) {
-      let earliest: [number, { at: number; fn: () => void }] | undefined;
-      for (const timer of this.timers) if (timer[1].at <= target && (!earliest || timer[1].at < earliest[1].at)) earliest = timer;
-      if (!earliest) break;
-      this.timers.delete(earliest[0]);
-      this.time = Math.max(this.time, earliest[1].at);
-      earliest[1].fn();
-    }
-    this.time = target;
-  }
-}
 
 interface Delivery {
   now: number;

@@ -1,36 +1,6 @@
-import type { Clock } from '../../src/leader/fire-timer';
 import { TaskChain } from '../../src/leader/task-chain';
 import type { Logger } from '../../src/shared/logger';
-
-/** A clock whose time moves only when told, with the timers due by then run in order. */
-class ManualClock implements Clock {
-  private time = 1_000;
-  private readonly timers = new Map<number, { at: number; fn: () => void }>();
-  private next = 0;
-
-  now(): number {
-    return this.time;
-  }
-
-  setTimeout(fn: () => void, ms: number): unknown {
-    this.next += 1;
-    this.timers.set(this.next, { at: this.time + ms, fn });
-    return this.next;
-  }
-
-  clearTimeout(handle: unknown): void {
-    this.timers.delete(handle as number);
-  }
-
-  advance(ms: number): void {
-    this.time += ms;
-    const due = [...this.timers].filter(([, t]) => t.at <= this.time).sort((a, b) => a[1].at - b[1].at);
-    for (const [handle, t] of due) {
-      this.timers.delete(handle);
-      t.fn();
-    }
-  }
-}
+import { FakeClock } from '../helpers/fake-clock';
 
 function recordingLogger(errors: { err: unknown; message: string }[]): Logger {
   return { error: (obj: { err: unknown }, message: string) => errors.push({ err: obj.err, message }) } as unknown as Logger;
@@ -38,7 +8,7 @@ function recordingLogger(errors: { err: unknown; message: string }[]): Logger {
 
 describe('TaskChain.at', () => {
   it('runs a task whose time has passed at once, inline, and logs its failure instead of throwing it', async () => {
-    const clock = new ManualClock();
+    const clock = new FakeClock(1_000);
     const errors: { err: unknown; message: string }[] = [];
     const chain = new TaskChain(clock, recordingLogger(errors));
     const ran: string[] = [];
@@ -57,7 +27,7 @@ describe('TaskChain.at', () => {
   });
 
   it('defers a task due later off the chain, runs it on the chain when due, and logs its failure', async () => {
-    const clock = new ManualClock();
+    const clock = new FakeClock(1_000);
     const errors: { err: unknown; message: string }[] = [];
     const chain = new TaskChain(clock, recordingLogger(errors));
     const ran: string[] = [];
