@@ -2,7 +2,11 @@
  * The worker process the scale tools (bench/tools/leader-load.ts, leader-rss.ts, takeover.ts) start
  * to register N jobs (monitorExecution off, no-op): one item each every second, or with mix
  * `issue23` issue 23's mix: 1% every second, 20% every minute and the rest hourly or daily, one
- * item each, but for the last 100 jobs, of 100 items every minute. It also times each
+ * item each, but for the last 100 jobs, of 100 items every minute; `issue23-busy` the same but
+ * without its hourly and daily jobs (they only lengthen the load: what fires each second and each
+ * minute is the same, for a run in a quarter of the time). STRATEGY (e.g. ROUND_ROBIN) sets the
+ * jobs' sharding strategy: with the default, AVG_ALLOCATION, every one-item job's item goes to the
+ * first worker. It also times each
  * start of an every-second job from its fire time, for the fires due between SIGUSR1 (start
  * counting) and SIGUSR2 (print the figures): {@link askStarts} and {@link startLatency}.
  */
@@ -13,7 +17,8 @@ const REGISTERING_WORKER = `
 const { defineJob, startNode } = require(process.argv[1]);
 (async () => {
   const n = Number(process.argv[2]);
-  const issue23 = process.argv[3] === 'issue23';
+  const issue23 = process.argv[3] === 'issue23' || process.argv[3] === 'issue23-busy';
+  const busyOnly = process.argv[3] === 'issue23-busy';
   // issue 23's 100 jobs of 100 items: the last 100, every minute.
   const wide = (i) => issue23 && n >= 1000 && i >= n - 100;
   const cron = (i) => !issue23 ? '* * * * * ?' : i < n / 100 ? '* * * * * ?' : i < n / 100 + n / 5 || wide(i) ? '0 * * * * ?' : i % 2 ? '0 0 * * * ?' : '0 0 3 * * ?';
@@ -22,13 +27,18 @@ const { defineJob, startNode } = require(process.argv[1]);
   const starts = [];
   let counting = false;
   let since = Infinity;
-  process.on('SIGUSR1', () => { starts.length = 0; counting = true; since = Date.now(); });
+  // The event loop's delay over the same window (what a held request's timer waits for).
+  const loop = require('node:perf_hooks').monitorEventLoopDelay({ resolution: 10 });
+  process.on('SIGUSR1', () => { starts.length = 0; counting = true; since = Date.now(); loop.reset(); loop.enable(); });
   process.on('SIGUSR2', () => {
     counting = false;
+    loop.disable();
+    process.stdout.write('loop ' + JSON.stringify({ p50: loop.percentile(50) / 1e6, p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 }) + '\\n');
     process.stdout.write('latency ' + JSON.stringify(starts) + '\\n');
   });
   const everySecond = (i) => cron(i) === '* * * * * ?';
-  const jobs = Array.from({ length: n }, (_, i) => defineJob({ name: 's' + i, cron: cron(i), shardingTotalCount: wide(i) ? 100 : 1, monitorExecution: false, execute: everySecond(i) ? async (ctx) => { if (counting && ctx.fireTime >= since) starts.push([ctx.fireTime, Date.now() - ctx.fireTime]); } : async () => {} }));
+  const rare = (i) => cron(i) === '0 0 * * * ?' || cron(i) === '0 0 3 * * ?';
+  const jobs = Array.from({ length: n }, (_, i) => i).filter((i) => !(busyOnly && rare(i))).map((i) => defineJob({ name: 's' + i, cron: cron(i), shardingTotalCount: wide(i) ? 100 : 1, ...(process.env.BENCH_STRATEGY && { shardingStrategy: process.env.BENCH_STRATEGY }), monitorExecution: false, execute: everySecond(i) ? async (ctx) => { if (counting && ctx.fireTime >= since) starts.push([ctx.fireTime, Date.now() - ctx.fireTime]); } : async () => {} }));
   const started = Date.now();
   await startNode({ roles: ['worker'], jobs, concurrency: 200 });
   process.stdout.write('registered ' + (Date.now() - started) + '\\n');
@@ -39,7 +49,8 @@ const { defineJob, startNode } = require(process.argv[1]);
  * with the process and how long its registration took.
  */
 export function spawnRegisteringWorker(dist: string, n: number, mix: string, env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; registeredMs: number }> {
-  const child = spawn(process.execPath, ['-e', REGISTERING_WORKER, dist, String(n), mix], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const strategy = process.env.STRATEGY ? { BENCH_STRATEGY: process.env.STRATEGY } : {};
+  const child = spawn(process.execPath, ['-e', REGISTERING_WORKER, dist, String(n), mix], { env: { PATH: process.env.PATH, ...env, ...strategy }, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     child.on('exit', (code) => reject(new Error(`the registering worker exited with ${code}`)));
     child.stdout!.on('data', (chunk) => {
@@ -55,12 +66,12 @@ export function spawnRegisteringWorker(dist: string, n: number, mix: string, env
  * and are not counted here.
  */
 export function everyMinuteJobs(n: number, mix: string): number {
-  return mix === 'issue23' ? Math.ceil(n / 100 + n / 5) - Math.ceil(n / 100) : 0;
+  return mix.startsWith('issue23') ? Math.ceil(n / 100 + n / 5) - Math.ceil(n / 100) : 0;
 }
 
 /** How many of the N jobs of `mix` fire every second: s0 to s{count - 1} (the worker's `cron` above). */
 export function everySecondJobs(n: number, mix: string): number {
-  return mix === 'issue23' ? Math.ceil(n / 100) : n;
+  return mix.startsWith('issue23') ? Math.ceil(n / 100) : n;
 }
 
 /** What the registering worker measured of its every-second jobs' starts (ms from the fire time). */
@@ -132,6 +143,8 @@ export function askStarts(worker: ChildProcess, timeoutMs = 10_000): Promise<Arr
       if (!line) return;
       clearTimeout(timer);
       worker.stdout!.off('data', onData);
+      const loop = /loop (\{.*\})\n/.exec(text);
+      if (loop) process.stdout.write(`  worker ${worker.pid} event-loop delay over the count (ms): ${loop[1]}\n`);
       resolve(JSON.parse(line[1]) as Array<[number, number]>);
     };
     worker.stdout!.on('data', onData);

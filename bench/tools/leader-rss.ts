@@ -2,7 +2,7 @@
  * What a leader of N jobs holds in memory, as its own process:
  * `N=100000 MIX=issue23 npx tsx bench/tools/leader-rss.ts [DIST]` (`npm run build` first).
  * Starts its own ZooKeeper and Redis, registers N jobs through WORKERS worker processes (default 1;
- * bench/lib/job-mix.ts; each runs every job), then spawns a scheduler-only process on DIST (default: this checkout's dist/) and samples
+ * bench/lib/job-mix.ts, with its MIX and STRATEGY; each runs every job), then spawns a scheduler-only process on DIST (default: this checkout's dist/) and samples
  * it every 5 s for WATCH_S seconds after `leader:elected` (default 60): RSS, V8 heap total and used,
  * external and array buffers, and counts its garbage collections. At the end it asks the leader for a full GC and prints the live heap.
  * The workers time their every-second jobs' starts from their fire times, for the fires due from

@@ -30,6 +30,15 @@ const MAX_CAUGHT_UP = 100;
  */
 export const TICK_CHUNK = 1_000;
 /**
+ * Requests of one chunk, at most (a job-fire sends one per item): a chunk of rarer jobs is as long
+ * on the chain as its requests take to enqueue, so a chunk of wide jobs is cut by requests, not
+ * only by job-fires. Issue 23's hundred jobs of 100 items every minute made one chunk of 10,900
+ * requests whose enqueue held the chain 1.5-3 s, and the every-second fires behind it ran late,
+ * two of them folded into the next (bench/RESULTS.md, "Wide jobs in the tick's chunks"). A single
+ * job-fire of more requests still goes whole, in a chunk of its own.
+ */
+export const TICK_CHUNK_REQUESTS = 1_000;
+/**
  * Jobs of a shorter period than this are never split across chunks: their fires of one tick go
  * whole in its first chunk. Chunks are there to let frequent work pass the rarer jobs; a tick of
  * 10,000 every-second jobs in ten chunks one after another on the chain (each with its own plan,
@@ -80,6 +89,8 @@ export interface FireLoopDeps {
   resharded(job: string, reshards: number, settled: boolean): void;
   /** Job-fires per chunk of a tick; default {@link TICK_CHUNK}. */
   tickChunk?: number;
+  /** Requests per chunk of a tick (beyond the jobs never split); default {@link TICK_CHUNK_REQUESTS}. */
+  tickChunkRequests?: number;
   /** Only jobs of at least this period are split across chunks; default {@link SPLIT_FROM_PERIOD_MS}. */
   splitFromPeriodMs?: number;
 }
@@ -127,12 +138,12 @@ export class FireLoop {
   private holds = new Holds();
 
   private readonly chunkSize: number;
+  private readonly chunkRequests: number;
   private readonly splitFromPeriodMs: number;
 
   constructor(private readonly deps: FireLoopDeps) {
-    const size = deps.tickChunk ?? TICK_CHUNK;
-    if (!Number.isInteger(size) || size < 1) throw new ShardcronError(ErrorCodes.INVALID_CONFIG, `tickChunk must be a whole number of at least 1, got ${String(size)}`);
-    this.chunkSize = size;
+    this.chunkSize = wholeAtLeastOne('tickChunk', deps.tickChunk ?? TICK_CHUNK);
+    this.chunkRequests = wholeAtLeastOne('tickChunkRequests', deps.tickChunkRequests ?? TICK_CHUNK_REQUESTS);
     const split = deps.splitFromPeriodMs ?? SPLIT_FROM_PERIOD_MS;
     if (!Number.isInteger(split) || split < 0) throw new ShardcronError(ErrorCodes.INVALID_CONFIG, `splitFromPeriodMs must be a whole number of at least 0, got ${String(split)}`);
     this.splitFromPeriodMs = split;
@@ -288,8 +299,36 @@ export class FireLoop {
     }
     if (later.length > 0) void this.onDue(later);
     // The first chunk takes every fire of the jobs never split, however many.
-    const first = runs.length > this.chunkSize ? Math.max(this.chunkSize, this.byPeriod(runs)) : runs.length;
-    await this.dispatchChunk(runs, epoch, started, this.holds, first);
+    const split = runs.length > this.chunkSize || this.requestsOf(runs) > this.chunkRequests;
+    await this.dispatchChunk(runs, epoch, started, this.holds, split ? this.byPeriod(runs) : runs.length);
+  }
+
+  /** The requests `runs` send at most: one per item of each job. */
+  private requestsOf(runs: readonly Run[]): number {
+    let requests = 0;
+    for (const run of runs) requests += this.itemsOf(run.job);
+    return requests;
+  }
+
+  private itemsOf(job: string): number {
+    return this.deps.jobs.get(job)?.view.config?.shardingTotalCount ?? 1;
+  }
+
+  /**
+   * How many of `runs` the next chunk takes: the first `whole` (jobs never split) however many,
+   * then more while the chunk stays within {@link chunkSize} job-fires and {@link chunkRequests}
+   * requests; at least one.
+   */
+  private chunkLength(runs: readonly Run[], whole: number): number {
+    let taken = 0;
+    let requests = 0;
+    for (const run of runs) {
+      const items = this.itemsOf(run.job);
+      if (taken >= Math.max(1, whole) && (taken >= this.chunkSize || requests + items > this.chunkRequests)) break;
+      taken += 1;
+      requests += items;
+    }
+    return taken;
   }
 
   /**
@@ -309,12 +348,13 @@ export class FireLoop {
   }
 
   /**
-   * Plans and dispatches the first chunk of `runs`, then queues the rest on the chain behind what
-   * came due meanwhile, and the fires held back for the chunk's jobs right behind it. `holds` are
-   * those of the leadership that decided the runs. A chunk that fails (a read while resharding, an
-   * enqueue) still lets the rest and the held fires go.
+   * Plans and dispatches the first chunk of `runs` (the first `whole` of them at least), then
+   * queues the rest on the chain behind what came due meanwhile, and the fires held back for the
+   * chunk's jobs right behind it. `holds` are those of the leadership that decided the runs. A
+   * chunk that fails (a read while resharding, an enqueue) still lets the rest and the held fires go.
    */
-  private async dispatchChunk(runs: readonly Run[], epoch: number, started: number, holds: Holds, size = this.chunkSize): Promise<void> {
+  private async dispatchChunk(runs: readonly Run[], epoch: number, started: number, holds: Holds, whole = 0): Promise<void> {
+    const size = this.chunkLength(runs, whole);
     const chunk = runs.slice(0, size);
     const rest = runs.slice(size);
     for (const run of chunk) holds.pending.delete(run.job);
@@ -495,6 +535,11 @@ export class FireLoop {
     this.deps.log.info({ job, fireTime, reason }, 'fire skipped');
     this.deps.events.skipped({ job, fireTime, reason });
   }
+}
+
+function wholeAtLeastOne(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1) throw new ShardcronError(ErrorCodes.INVALID_CONFIG, `${name} must be a whole number of at least 1, got ${String(value)}`);
+  return value;
 }
 
 /** How many requests the plans send. */

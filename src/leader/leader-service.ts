@@ -71,6 +71,8 @@ export interface LeaderServiceOptions {
    * two chunks.
    */
   tickChunk?: number;
+  /** Requests of one tick chunk, at most, beyond the jobs never split (default TICK_CHUNK_REQUESTS, 1,000; a single wider job-fire goes whole). */
+  tickChunkRequests?: number;
   /** Only jobs of at least this period are split across a tick's chunks (default 60 s: the more frequent ones go whole in its first chunk). */
   tickSplitFromPeriodMs?: number;
   /**
@@ -224,6 +226,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       schedules: this.schedules,
       lateToleranceMs: options.lateToleranceMs ?? 1_000,
       ...(options.tickChunk !== undefined && { tickChunk: options.tickChunk }),
+      ...(options.tickChunkRequests !== undefined && { tickChunkRequests: options.tickChunkRequests }),
       ...(options.tickSplitFromPeriodMs !== undefined && { splitFromPeriodMs: options.tickSplitFromPeriodMs }),
       sessionTimeoutMs: () => options.zk.negotiatedSessionTimeoutMs,
       generation: () => this.generation,

@@ -46,6 +46,7 @@ async function chunkedLeader(
   tickChunk: number,
   completedKept = 0,
   splitFromPeriodMs: number | 'default' = 0,
+  tickChunkRequests?: number,
 ): Promise<{ leader: LeaderService; commits: Commits; close(): Promise<void> }> {
   const zkClient = await connectZk(zk.connectionString, { namespace: cluster.namespace, sessionTimeoutMs: 2_000 });
   const connection = createRedisClient({ url: redis.url }, { name: 'leader' });
@@ -56,6 +57,7 @@ async function chunkedLeader(
     queuePrefix: queuePrefix(cluster.namespace, { url: redis.url }),
     instanceId: 'leader',
     tickChunk,
+    ...(tickChunkRequests !== undefined && { tickChunkRequests }),
     completedKept,
     ...(splitFromPeriodMs !== 'default' && { tickSplitFromPeriodMs: splitFromPeriodMs }),
   });
@@ -134,6 +136,35 @@ test('jobs firing more often than once a minute are never split: their fires of 
       expect(chunks.map((jobs) => jobs.length)).toEqual([6]);
       expect(chunks[0].slice(0, 3).sort()).toEqual(['f0', 'f1', 'f2']);
     }
+  } finally {
+    await close();
+  }
+});
+
+test('a chunk is cut by requests too: wide jobs go a few to a chunk, and a job-fire wider than the bound goes whole, alone', async () => {
+  const cluster = new TestCluster(zk, redis);
+  // Every 2 s: three jobs of 3 items and one of 7, the bound 5 requests a chunk (job-fires: 1,000).
+  const three = ['t0', 't1', 't2'].map((name) => defineJob({ name, cron: '0/2 * * * * ?', shardingTotalCount: 3, execute: () => undefined }));
+  const wide = defineJob({ name: 'w', cron: '0/2 * * * * ?', shardingTotalCount: 7, execute: () => undefined });
+  const { leader, commits, close } = await chunkedLeader(cluster, 1_000, 0, 0, 5);
+  const skipped: Array<{ job: string; fireTime: number }> = [];
+  leader.on('fire:skipped', (event) => void skipped.push(event));
+  try {
+    await cluster.start({ roles: ['worker'], jobs: [...three, wide], instanceId: 'w1' });
+    await leader.start();
+    const from = Date.now() + 1_000;
+    const evens = await cluster.waitForCompleteFires('w', 7, from, 2, 20_000);
+    for (const fireTime of evens) {
+      const chunks = chunksOf(commits, fireTime);
+      // 3 + 3 > 5: each 3-item job alone, and the 7-item one alone too.
+      expect(chunks.map((jobs) => jobs.length)).toEqual([1, 1, 1, 1]);
+      expect(chunks.flat().sort()).toEqual(['t0', 't1', 't2', 'w']);
+      await waitFor(() => cluster.starts().filter((s) => s.fireTime === fireTime).length >= 16, { message: 'every item of the fire' });
+      const starts = cluster.starts().filter((s) => s.fireTime === fireTime).map((s) => `${s.job}|${s.item}`);
+      expect(new Set(starts).size).toBe(16);
+      expect(starts).toHaveLength(16);
+    }
+    expect(skipped.filter((s) => s.fireTime >= evens[0])).toEqual([]);
   } finally {
     await close();
   }
