@@ -41,24 +41,27 @@ const { defineJob, startNode } = require(process.argv[1]);
   const jobs = Array.from({ length: n }, (_, i) => i).filter((i) => !(busyOnly && rare(i))).map((i) => defineJob({ name: 's' + i, cron: cron(i), shardingTotalCount: wide(i) ? 100 : 1, ...(process.env.BENCH_STRATEGY && { shardingStrategy: process.env.BENCH_STRATEGY }), monitorExecution: false, execute: everySecond(i) ? async (ctx) => { if (counting && ctx.fireTime >= since) starts.push([ctx.fireTime, Date.now() - ctx.fireTime]); } : async () => {} }));
   const started = Date.now();
   await startNode({ roles: ['worker'], jobs, concurrency: 200 });
-  process.stdout.write('registered ' + (Date.now() - started) + '\\n');
+  process.stdout.write('registered ' + (Date.now() - started) + ' ' + jobs.length + '\\n');
 })();`;
 
 /**
  * Spawns that worker on `dist` (a build of shardcron) with `env`; resolves once `startNode` resolved,
- * with the process and how long its registration took.
+ * with the process, how long its registration took and how many jobs it registered.
  */
-export function spawnRegisteringWorker(dist: string, n: number, mix: string, env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; registeredMs: number }> {
+export function spawnRegisteringWorker(dist: string, n: number, mix: string, env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; registeredMs: number; jobs: number }> {
   const strategy = process.env.STRATEGY ? { BENCH_STRATEGY: process.env.STRATEGY } : {};
   const child = spawn(process.execPath, ['-e', REGISTERING_WORKER, dist, String(n), mix], { env: { PATH: process.env.PATH, ...env, ...strategy }, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     child.on('exit', (code) => reject(new Error(`the registering worker exited with ${code}`)));
     child.stdout!.on('data', (chunk) => {
-      const registered = /registered (\d+)/.exec(String(chunk));
-      if (registered) resolve({ child, registeredMs: Number(registered[1]) });
+      const registered = /registered (\d+) (\d+)/.exec(String(chunk));
+      if (registered) resolve({ child, registeredMs: Number(registered[1]), jobs: Number(registered[2]) });
     });
   });
 }
+
+/** The mixes the worker above knows as issue 23's: the whole one, and the one without its hourly and daily jobs. */
+const ISSUE23_MIXES = new Set(['issue23', 'issue23-busy']);
 
 /**
  * How many of the N one-item jobs of `mix` fire every minute: those right after the every-second ones
@@ -66,12 +69,12 @@ export function spawnRegisteringWorker(dist: string, n: number, mix: string, env
  * and are not counted here.
  */
 export function everyMinuteJobs(n: number, mix: string): number {
-  return mix.startsWith('issue23') ? Math.ceil(n / 100 + n / 5) - Math.ceil(n / 100) : 0;
+  return ISSUE23_MIXES.has(mix) ? Math.ceil(n / 100 + n / 5) - Math.ceil(n / 100) : 0;
 }
 
 /** How many of the N jobs of `mix` fire every second: s0 to s{count - 1} (the worker's `cron` above). */
 export function everySecondJobs(n: number, mix: string): number {
-  return mix.startsWith('issue23') ? Math.ceil(n / 100) : n;
+  return ISSUE23_MIXES.has(mix) ? Math.ceil(n / 100) : n;
 }
 
 /** What the registering worker measured of its every-second jobs' starts (ms from the fire time). */

@@ -84,7 +84,7 @@ async function main(): Promise<void> {
     for (let k = 1; k <= WORKERS; k += 1) {
       const registering = await spawnRegisteringWorker(dist, N, process.env.MIX ?? '', { ...env, SHARDCRON_INSTANCE_ID: `worker-${k}` });
       workers.push(registering.child);
-      process.stdout.write(`worker-${k}: ${N} jobs registered ${registering.registeredMs} ms\n`);
+      process.stdout.write(`worker-${k}: ${registering.jobs} jobs registered ${registering.registeredMs} ms\n`);
     }
     const extraEnv = Object.fromEntries((process.env.LEADER_ENV ?? '').split(/\s+/).filter(Boolean).map((kv) => kv.split('=', 2) as [string, string]));
     const nodeArgs = (process.env.LEADER_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);

@@ -30,12 +30,15 @@ const MAX_CAUGHT_UP = 100;
  */
 export const TICK_CHUNK = 1_000;
 /**
- * Requests of one chunk, at most (a job-fire sends one per item): a chunk of rarer jobs is as long
- * on the chain as its requests take to enqueue, so a chunk of wide jobs is cut by requests, not
- * only by job-fires. Issue 23's hundred jobs of 100 items every minute made one chunk of 10,900
- * requests whose enqueue held the chain 1.5-3 s, and the every-second fires behind it ran late,
- * two of them folded into the next (bench/RESULTS.md, "Wide jobs in the tick's chunks"). A single
- * job-fire of more requests still goes whole, in a chunk of its own.
+ * Requests of one chunk, at most (a job-fire sends one per item), while the namespace has jobs
+ * firing more often than once a minute: a chunk of rarer jobs is as long on the chain as its
+ * requests take to enqueue, so a chunk of wide jobs is cut by requests, not only by job-fires.
+ * Issue 23's hundred jobs of 100 items every minute made one chunk of 10,900 requests whose
+ * enqueue held the chain 1.5-3 s; the every-second fires behind it ran late, and one a minute was
+ * folded into the fire before it (bench/RESULTS.md, "Wide jobs in the tick's chunks"). A single
+ * job-fire of more requests still goes whole, in a chunk of its own. With no frequent job there is
+ * nothing to let pass, and a big fire goes in one enqueue, begun as early as its pace says
+ * (DispatchLead.deliveryFor).
  */
 export const TICK_CHUNK_REQUESTS = 1_000;
 /**
@@ -91,6 +94,8 @@ export interface FireLoopDeps {
   tickChunk?: number;
   /** Requests per chunk of a tick (beyond the jobs never split); default {@link TICK_CHUNK_REQUESTS}. */
   tickChunkRequests?: number;
+  /** Whether the namespace has jobs firing more often than once a minute (the request bound applies only then); default: yes. */
+  hasFrequentJobs?(): boolean;
   /** Only jobs of at least this period are split across chunks; default {@link SPLIT_FROM_PERIOD_MS}. */
   splitFromPeriodMs?: number;
 }
@@ -299,8 +304,13 @@ export class FireLoop {
     }
     if (later.length > 0) void this.onDue(later);
     // The first chunk takes every fire of the jobs never split, however many.
-    const split = runs.length > this.chunkSize || this.requestsOf(runs) > this.chunkRequests;
+    const split = runs.length > this.chunkSize || (this.boundByRequests() && this.requestsOf(runs) > this.chunkRequests);
     await this.dispatchChunk(runs, epoch, started, this.holds, split ? this.byPeriod(runs) : runs.length);
+  }
+
+  /** Whether chunks are bounded by requests now: only while frequent jobs may need to pass. */
+  private boundByRequests(): boolean {
+    return this.deps.hasFrequentJobs?.() ?? true;
   }
 
   /** The requests `runs` send at most: one per item of each job. */
@@ -316,15 +326,16 @@ export class FireLoop {
 
   /**
    * How many of `runs` the next chunk takes: the first `whole` (jobs never split) however many,
-   * then more while the chunk stays within {@link chunkSize} job-fires and {@link chunkRequests}
-   * requests; at least one.
+   * then more while the chunk stays within {@link chunkSize} job-fires and (while frequent jobs
+   * exist) {@link chunkRequests} requests, the first `whole` counted; at least one.
    */
   private chunkLength(runs: readonly Run[], whole: number): number {
+    const maxRequests = this.boundByRequests() ? this.chunkRequests : Number.POSITIVE_INFINITY;
     let taken = 0;
     let requests = 0;
     for (const run of runs) {
       const items = this.itemsOf(run.job);
-      if (taken >= Math.max(1, whole) && (taken >= this.chunkSize || requests + items > this.chunkRequests)) break;
+      if (taken >= Math.max(1, whole) && (taken >= this.chunkSize || requests + items > maxRequests)) break;
       taken += 1;
       requests += items;
     }

@@ -71,7 +71,7 @@ export interface LeaderServiceOptions {
    * two chunks.
    */
   tickChunk?: number;
-  /** Requests of one tick chunk, at most, beyond the jobs never split (default TICK_CHUNK_REQUESTS, 1,000; a single wider job-fire goes whole). */
+  /** Requests of one tick chunk, at most, while jobs firing more often than once a minute exist (default TICK_CHUNK_REQUESTS, 1,000; a single wider job-fire goes whole). */
   tickChunkRequests?: number;
   /** Only jobs of at least this period are split across a tick's chunks (default 60 s: the more frequent ones go whole in its first chunk). */
   tickSplitFromPeriodMs?: number;
@@ -122,7 +122,8 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
   /**
    * Jobs firing more often than once a minute. While there are none, no request gets a priority:
    * rate-monotonic order has nothing to let pass, and BullMQ's prioritized set costs more than its
-   * wait list (bench/tools/priority-cost.ts: 13% more Redis CPU per job).
+   * wait list (bench/tools/priority-cost.ts: 13% more Redis CPU per job); nor are a tick's chunks
+   * bounded by requests (FireLoop's TICK_CHUNK_REQUESTS).
    */
   private readonly frequentJobs = new Set<string>();
   /** The BullMQ priority of each job that fires once a minute or less often (priorityForPeriod), set as it is scheduled. */
@@ -227,6 +228,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       lateToleranceMs: options.lateToleranceMs ?? 1_000,
       ...(options.tickChunk !== undefined && { tickChunk: options.tickChunk }),
       ...(options.tickChunkRequests !== undefined && { tickChunkRequests: options.tickChunkRequests }),
+      hasFrequentJobs: () => this.frequentJobs.size > 0,
       ...(options.tickSplitFromPeriodMs !== undefined && { splitFromPeriodMs: options.tickSplitFromPeriodMs }),
       sessionTimeoutMs: () => options.zk.negotiatedSessionTimeoutMs,
       generation: () => this.generation,

@@ -124,7 +124,8 @@ test('jobs firing more often than once a minute are never split: their fires of 
   // The same six jobs as above, with the leader's default split period (60 s): none of them is split.
   const rare = ['r0', 'r1', 'r2'].map((name) => defineJob({ name, cron: '0/2 * * * * ?', shardingTotalCount: 2, execute: () => undefined }));
   const often = ['f0', 'f1', 'f2'].map((name) => defineJob({ name, cron: '* * * * * ?', shardingTotalCount: 2, execute: () => undefined }));
-  const { leader, commits, close } = await chunkedLeader(cluster, 2, 0, 'default');
+  // Chunks of 2 job-fires and 5 requests: the six jobs' 12 requests still go in one.
+  const { leader, commits, close } = await chunkedLeader(cluster, 2, 0, 'default', 5);
   try {
     await cluster.start({ roles: ['worker'], jobs: [...rare, ...often], instanceId: 'w1' });
     await leader.start();
@@ -143,10 +144,10 @@ test('jobs firing more often than once a minute are never split: their fires of 
 
 test('a chunk is cut by requests too: wide jobs go a few to a chunk, and a job-fire wider than the bound goes whole, alone', async () => {
   const cluster = new TestCluster(zk, redis);
-  // Every 2 s: three jobs of 3 items and one of 7, the bound 5 requests a chunk (job-fires: 1,000).
+  // Every 2 s: three jobs of 3 items and one of 7, the bound 6 requests a chunk (job-fires: 1,000).
   const three = ['t0', 't1', 't2'].map((name) => defineJob({ name, cron: '0/2 * * * * ?', shardingTotalCount: 3, execute: () => undefined }));
   const wide = defineJob({ name: 'w', cron: '0/2 * * * * ?', shardingTotalCount: 7, execute: () => undefined });
-  const { leader, commits, close } = await chunkedLeader(cluster, 1_000, 0, 0, 5);
+  const { leader, commits, close } = await chunkedLeader(cluster, 1_000, 0, 0, 6);
   const skipped: Array<{ job: string; fireTime: number }> = [];
   leader.on('fire:skipped', (event) => void skipped.push(event));
   try {
@@ -156,15 +157,31 @@ test('a chunk is cut by requests too: wide jobs go a few to a chunk, and a job-f
     const evens = await cluster.waitForCompleteFires('w', 7, from, 2, 20_000);
     for (const fireTime of evens) {
       const chunks = chunksOf(commits, fireTime);
-      // 3 + 3 > 5: each 3-item job alone, and the 7-item one alone too.
-      expect(chunks.map((jobs) => jobs.length)).toEqual([1, 1, 1, 1]);
-      expect(chunks.flat().sort()).toEqual(['t0', 't1', 't2', 'w']);
+      // The timer hands the jobs over in name order: t0 and t1 fill a chunk (3 + 3 = 6), t2 and
+      // w would not (3 + 7), and w, wider than the bound, goes alone.
+      expect(chunks).toEqual([['t0', 't1'], ['t2'], ['w']]);
       await waitFor(() => cluster.starts().filter((s) => s.fireTime === fireTime).length >= 16, { message: 'every item of the fire' });
       const starts = cluster.starts().filter((s) => s.fireTime === fireTime).map((s) => `${s.job}|${s.item}`);
       expect(new Set(starts).size).toBe(16);
       expect(starts).toHaveLength(16);
     }
     expect(skipped.filter((s) => s.fireTime >= evens[0])).toEqual([]);
+  } finally {
+    await close();
+  }
+});
+
+test('with no job firing more often than once a minute, a chunk is not cut by requests: a big fire goes in one enqueue', async () => {
+  const cluster = new TestCluster(zk, redis);
+  // Three jobs of 3 items, each once a minute at the same second, the bound 6 requests a chunk.
+  const at = (new Date().getUTCSeconds() + 6) % 60;
+  const jobs = ['t0', 't1', 't2'].map((name) => defineJob({ name, cron: `${at} * * * * ?`, shardingTotalCount: 3, execute: () => undefined }));
+  const { leader, commits, close } = await chunkedLeader(cluster, 1_000, 0, 0, 6);
+  try {
+    await cluster.start({ roles: ['worker'], jobs, instanceId: 'w1' });
+    await leader.start();
+    const [fireTime] = await cluster.waitForCompleteFires('t2', 3, 0, 1, 20_000);
+    expect(chunksOf(commits, fireTime)).toEqual([['t0', 't1', 't2']]);
   } finally {
     await close();
   }
