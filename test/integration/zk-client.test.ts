@@ -122,6 +122,21 @@ describe('ZkClient operations', () => {
     expect((await zk.exists('/per'))!.ephemeralOwner).toBe('0');
   });
 
+  it("hands out one object of requests bound to a session per session; one bound to a session the client is not on fails", async () => {
+    const zk = await connectZk(server.connectionString);
+    const session = zk.onSession(zk.sessionId);
+    // Shared: a worker's item leases each keep the one they were taken on.
+    expect(zk.onSession(zk.sessionId)).toBe(session);
+    await zk.create('/bound', 'x', 'ephemeral');
+    expect((await session.exists('/bound'))!.ephemeralOwner).toBe(zk.sessionId);
+    const other = zk.onSession('1234');
+    expect(other).not.toBe(session);
+    expect(other.sessionId).toBe('1234');
+    await expect(other.exists('/bound')).rejects.toMatchObject({ code: ErrorCodes.ZK_SESSION_EXPIRED });
+    // Asked for again after another session's, it still answers for its own.
+    expect((await zk.onSession(zk.sessionId).get('/bound')).data.toString()).toBe('x');
+  });
+
   it('refuses to connect to a server that is not there, naming it', async () => {
     const started = Date.now();
     await expect(

@@ -36,6 +36,8 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
   private stateValue: ZkState = 'idle';
   private closing: Promise<void> | undefined;
   private renewing: Promise<void> | undefined;
+  /** What {@link onSession} made last (requests bound to one session, kept while it is asked for). */
+  private lastSessionOps: ZkSessionOps | undefined;
   /** Aborted on close: every request waiting out a backoff before its retry listens to it (through one listener, see sleep). */
   private readonly closeController = new AbortController();
   private readonly log: Logger;
@@ -253,13 +255,18 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
    * taking an ephemeral lock: see {@link ZkSessionOps}.
    */
   onSession(sessionId: string): ZkSessionOps {
-    return {
+    // The same object for the same session: a worker's item leases each keep theirs, 10,000 of
+    // them at a time (four closures, a context and an object each) where one does.
+    if (this.lastSessionOps?.sessionId === sessionId) return this.lastSessionOps;
+    const ops: ZkSessionOps = {
       sessionId,
       get: (path) => this.getOn(path, undefined, false, sessionId),
       exists: (path) => this.existsOn(path, undefined, false, sessionId),
       children: (path) => this.childrenOn(path, undefined, false, sessionId),
       multi: () => new ZkMulti((ops, fenced) => this.commit(ops, fenced, sessionId)),
     };
+    this.lastSessionOps = ops;
+    return ops;
   }
 
   // ---- internals --------------------------------------------------------------------------
