@@ -4,7 +4,8 @@
  * `issue23` issue 23's mix: 1% every second, 20% every minute and the rest hourly or daily, one
  * item each, but for the last 100 jobs, of 100 items every minute; `issue23-busy` the same but
  * without its hourly and daily jobs (they only lengthen the load: what fires each second and each
- * minute is the same, for a run in a quarter of the time). STRATEGY (e.g. ROUND_ROBIN) sets the
+ * minute is the same, for a run in a quarter of the time). BENCH_WORKER_PROFILE=dir writes each
+ * worker's CPU profile of the counting window there. STRATEGY (e.g. ROUND_ROBIN) sets the
  * jobs' sharding strategy: with the default, AVG_ALLOCATION, every one-item job's item goes to the
  * first worker. It also times each
  * start of an every-second job from its fire time, for the fires due between SIGUSR1 (start
@@ -29,10 +30,18 @@ const { defineJob, startNode } = require(process.argv[1]);
   let since = Infinity;
   // The event loop's delay over the same window (what a held request's timer waits for).
   const loop = require('node:perf_hooks').monitorEventLoopDelay({ resolution: 10 });
-  process.on('SIGUSR1', () => { starts.length = 0; counting = true; since = Date.now(); loop.reset(); loop.enable(); });
+  // BENCH_WORKER_PROFILE=dir: a CPU profile of the same window, written there as worker-{pid}.cpuprofile.
+  const profileDir = process.env.BENCH_WORKER_PROFILE;
+  const profiler = profileDir ? new (require('node:inspector').Session)() : undefined;
+  if (profiler) profiler.connect();
+  process.on('SIGUSR1', () => {
+    starts.length = 0; counting = true; since = Date.now(); loop.reset(); loop.enable();
+    if (profiler) profiler.post('Profiler.enable', () => profiler.post('Profiler.start'));
+  });
   process.on('SIGUSR2', () => {
     counting = false;
     loop.disable();
+    if (profiler) profiler.post('Profiler.stop', (err, res) => { if (!err) require('node:fs').writeFileSync(require('node:path').join(profileDir, 'worker-' + process.pid + '.cpuprofile'), JSON.stringify(res.profile)); });
     process.stdout.write('loop ' + JSON.stringify({ p50: loop.percentile(50) / 1e6, p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 }) + '\\n');
     process.stdout.write('latency ' + JSON.stringify(starts) + '\\n');
   });
@@ -50,7 +59,8 @@ const { defineJob, startNode } = require(process.argv[1]);
  */
 export function spawnRegisteringWorker(dist: string, n: number, mix: string, env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; registeredMs: number; jobs: number }> {
   const strategy = process.env.STRATEGY ? { BENCH_STRATEGY: process.env.STRATEGY } : {};
-  const child = spawn(process.execPath, ['-e', REGISTERING_WORKER, dist, String(n), mix], { env: { PATH: process.env.PATH, ...env, ...strategy }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const profile = process.env.BENCH_WORKER_PROFILE ? { BENCH_WORKER_PROFILE: process.env.BENCH_WORKER_PROFILE } : {};
+  const child = spawn(process.execPath, ['-e', REGISTERING_WORKER, dist, String(n), mix], { env: { PATH: process.env.PATH, ...env, ...strategy, ...profile }, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     child.on('exit', (code) => reject(new Error(`the registering worker exited with ${code}`)));
     child.stdout!.on('data', (chunk) => {

@@ -24,6 +24,8 @@ export interface Stages {
   enqueueBegins?: Summary;
   /** A worker took the job off its queue. */
   pickedUp: Summary;
+  /** With `bucketMs`: the same for each bucket of nominal times from the window's start, those with jobs. */
+  buckets?: Array<{ from: number; enqueueBegins?: Summary; pickedUp: Summary }>;
 }
 
 /** Names of the BullMQ queues under `prefix` whose name starts with `namePrefix`. */
@@ -52,10 +54,13 @@ export async function queueStages(
   producerStamps: boolean,
   /** Read at most this many of the newest completed jobs per queue (default: all). */
   limit = 0,
+  /** Also summarize each bucket of this many ms of nominal times (0: none). */
+  bucketMs = 0,
 ): Promise<Stages> {
   const connection = new IORedis(redisUrl, { maxRetriesPerRequest: null });
   const enqueue: number[] = [];
   const picked: number[] = [];
+  const buckets = new Map<number, { enqueue: number[]; picked: number[] }>();
   try {
     for (const name of queues) {
       const queue = new Queue(name, { connection, prefix });
@@ -65,11 +70,19 @@ export async function queueStages(
         if (!(fire >= window.from && fire < window.to) || !job.processedOn) continue;
         enqueue.push(job.timestamp - fire);
         picked.push(job.processedOn - fire);
+        if (bucketMs <= 0) continue;
+        const from = window.from + Math.floor((fire - window.from) / bucketMs) * bucketMs;
+        let bucket = buckets.get(from);
+        if (!bucket) buckets.set(from, (bucket = { enqueue: [], picked: [] }));
+        bucket.enqueue.push(job.timestamp - fire);
+        bucket.picked.push(job.processedOn - fire);
       }
       await queue.close();
     }
   } finally {
     connection.disconnect();
   }
-  return { ...(producerStamps ? { enqueueBegins: summarize(enqueue) } : {}), pickedUp: summarize(picked) };
+  const summary = (e: number[], p: number[]) => ({ ...(producerStamps ? { enqueueBegins: summarize(e) } : {}), pickedUp: summarize(p) });
+  const bucketed = [...buckets].sort(([a], [b]) => a - b).map(([from, b]) => ({ from, ...summary(b.enqueue, b.picked) }));
+  return { ...summary(enqueue, picked), ...(bucketMs > 0 && { buckets: bucketed }) };
 }

@@ -9,8 +9,9 @@
  * LATENCY_FROM_S seconds after the election (default 30: a first leader catches up the fires that
  * came due while it loaded, up to 2 session timeouts of them one by one) to the end of the watch:
  * p50, p99, max, and the p99 of the fires in the first 3 s of each minute, when the every-minute
- * jobs fire too. For those first 3 s of each minute it then reads the completed requests back
- * from Redis (bench/lib/stages.ts): when the leader began their enqueue and when the worker took them.
+ * jobs fire too. For the first 6 s of each minute it then reads the completed requests back
+ * from Redis (bench/lib/stages.ts): when the leader began their enqueue and when a worker took them,
+ * over the 6 s and fire by fire, next to the fire's starts.
  * Last, ZooKeeper's znodes, data, RSS and heap in use. HEAP_SNAPSHOT=file.heapsnapshot writes the leader's heap at the end.
  * LEADER_NODE_ARGS (e.g. "--max-semi-space-size=4") and LEADER_ENV (e.g. "MALLOC_ARENA_MAX=2") are
  * passed to the leader's process, to compare settings in one session.
@@ -20,7 +21,7 @@ import path from 'node:path';
 import { askStarts, countStartLatency, everyMinuteJobs, everySecondJobs, spawnRegisteringWorker, startLatency } from '../lib/job-mix';
 import { procSample, zkFootprint } from '../lib/services';
 import { findQueues, queueStages } from '../lib/stages';
-import { triple } from '../lib/stats';
+import { summarize, triple } from '../lib/stats';
 import { QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
 import { RedisServer } from '../../src/dev/redis-server';
 import { ZooKeeperServer } from '../../src/dev/zookeeper-server';
@@ -123,21 +124,27 @@ async function main(): Promise<void> {
     }
     if (countedFrom !== undefined) {
       const everySecond = everySecondJobs(N, process.env.MIX ?? '');
-      const latency = startLatency((await Promise.all(workers.map((w) => askStarts(w)))).flat(), everySecond);
+      const starts = (await Promise.all(workers.map((w) => askStarts(w)))).flat();
+      const latency = startLatency(starts, everySecond);
       process.stdout.write(
         `${everySecond} every-second jobs, fire to start (p50 / p99 / max) of the fires due from +${LATENCY_FROM_S} s to +${WATCH_S} s: ${latency.all.n} starts of ${latency.fires} fires, ${triple(latency.all)}; in the first 3 s of a minute: ${latency.minute.n} starts, ${triple(latency.minute)}\n`,
       );
       const time = (t: number) => new Date(t).toISOString().slice(11, 19);
       process.stdout.write(`  fires between the first and the last counted with fewer than ${everySecond} starts: ${latency.short.length === 0 ? 'none' : latency.short.map((f) => `${time(f.fire)} (${f.starts})`).join(', ')}\n`);
       process.stdout.write(`  the latest fires (fire time: p50 / max): ${latency.worst.map((w) => `${time(w.fire)} ${w.p50} / ${w.max} ms`).join(', ')}\n`);
-      // Where the first 3 s of each minute go, every-second jobs only (s0 .. s{everySecond - 1}).
+      // Where the first 6 s of each minute go, every-second jobs only (s0 .. s{everySecond - 1}).
       const queues = await findQueues(redis.url, QUEUE_PREFIX, 'rss.');
-      for (let minute = Math.ceil(countedFrom / 60_000) * 60_000; minute + 3_000 <= Date.now(); minute += 60_000) {
-        const stages = await queueStages(redis.url, queues, QUEUE_PREFIX, { from: minute, to: minute + 3_000 }, (job) => {
+      for (let minute = Math.ceil(countedFrom / 60_000) * 60_000; minute + 6_000 <= Date.now(); minute += 60_000) {
+        const stages = await queueStages(redis.url, queues, QUEUE_PREFIX, { from: minute, to: minute + 6_000 }, (job) => {
           const data = job.data as { job: string; fireTime: number };
           return Number(data.job.slice(1)) < everySecond ? data.fireTime : Number.NaN;
-        }, true);
+        }, true, 0, 1_000);
         process.stdout.write(`  minute ${new Date(minute).toISOString().slice(11, 19)} (p50 / p99 / max from the fire time): enqueue began ${triple(stages.enqueueBegins)}; taken by a worker ${triple(stages.pickedUp)}\n`);
+        // Fire by fire: where each of the minute's first seconds loses its time (enqueue, take, start).
+        for (const bucket of stages.buckets ?? []) {
+          const started = summarize(starts.filter(([fire]) => fire === bucket.from).map(([, late]) => late));
+          process.stdout.write(`    fire :${String(new Date(bucket.from).getUTCSeconds()).padStart(2, '0')}: enqueue began ${triple(bucket.enqueueBegins)}; taken ${triple(bucket.pickedUp)}; started ${triple(started)}\n`);
+        }
         // The every-minute jobs of that minute: what rate-monotonic order costs them (prioritized behind the every-second ones).
         const everyMinute = everyMinuteJobs(N, process.env.MIX ?? '');
         if (everyMinute === 0) continue;

@@ -29,6 +29,16 @@ describe('NextFires', () => {
     }
   });
 
+  it('shares one schedule among jobs on the same cron and zone, each answered by its own expression', () => {
+    const fires = new NextFires();
+    const t = at('2026-11-28T12:00:10Z');
+    const jobs = Array.from({ length: 3 }, () => config('0 * * * * ?'));
+    for (const job of jobs) expect(fires.after(job, t)).toBe(at('2026-11-28T12:01:00Z'));
+    // The same hourly expression in another zone is another schedule: Asia/Kolkata (UTC+5:30) tops its hours at :30 UTC.
+    expect(fires.after(config('0 0 * * * ?', 'Asia/Kolkata'), t)).toBe(at('2026-11-28T12:30:00Z'));
+    expect(fires.after(config('0 0 * * * ?'), t)).toBe(at('2026-11-28T13:00:00Z'));
+  });
+
   it('never, for a job without a cron or with one that does not parse', () => {
     const fires = new NextFires();
     expect(fires.after(config(undefined), 0)).toBe(Number.POSITIVE_INFINITY);
