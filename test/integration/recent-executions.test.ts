@@ -1,6 +1,6 @@
 /**
  * The recent list against a real Redis: the newest N per job, newest first, filtered by item,
- * corrupt entries skipped; one pipelined round trip per flush; a Redis outage costs nothing within
+ * corrupt entries skipped; one round trip, one script call, per flush; a Redis outage costs nothing within
  * the buffer and counted drops beyond it.
  */
 import type { Redis } from 'ioredis';
@@ -69,6 +69,19 @@ describe('recent list (real Redis)', () => {
     expect(w.stats()).toMatchObject({ written: 121, dropped: 0, buffered: 0 });
   });
 
+  it('writes a flush of more records for one job than one push takes, in order', async () => {
+    const redis = await connect();
+    const namespace = uniqueNamespace('recent');
+    const w = writer(redis, { namespace, keepPerJob: 10_000, batching: { batchSize: 2_500, maxBuffered: 10_000, flushIntervalMs: 60_000 } });
+    const records = executionSeries(2_500);
+    records.forEach((r) => w.append(r));
+    await w.flush();
+    expect(w.stats()).toMatchObject({ written: 2_500, dropped: 0 });
+    expect(await redis.llen(recentExecutionsKey(namespace, 'billing'))).toBe(2_500);
+    const newest = await new RecentExecutionsReader({ redis, namespace }).recent('billing', { limit: 1_000 });
+    expect(newest.map((r) => r.fireTime)).toEqual(records.slice(-1_000).reverse().map((r) => r.fireTime));
+  });
+
   it('skips and reports corrupt entries, and still fills the limit', async () => {
     const redis = await connect();
     const namespace = uniqueNamespace('recent');
@@ -103,7 +116,7 @@ describe('recent list (real Redis)', () => {
     expect(await new RecentExecutionsReader({ redis, namespace }).recent('billing')).toHaveLength(2);
   });
 
-  it('writes one flush in one pipelined round trip: LPUSH, LTRIM and PEXPIRE once per job touched', async () => {
+  it('writes one flush in one round trip, one script call: LPUSH, LTRIM and PEXPIRE once per job touched', async () => {
     let relay: RoundTripRelay | undefined;
     try {
       relay = await startRoundTripRelay(server.port);
@@ -117,6 +130,9 @@ describe('recent list (real Redis)', () => {
       await redis.ping();
       expect(relay.roundTrips() - control).toBe(2);
 
+      // The first flush loads the script on the connection (EVALSHA, NOSCRIPT, EVAL); later ones call it.
+      executionSeries(1, { job: 'warm-up' }).forEach((r) => w.append(r));
+      await w.flush();
       await stats.config('RESETSTAT');
       const before = relay.roundTrips();
       for (const job of ['a', 'b', 'c']) executionSeries(10, { job }).forEach((r) => w.append(r));
@@ -124,8 +140,9 @@ describe('recent list (real Redis)', () => {
 
       expect(relay.roundTrips() - before).toBe(1);
       const calls = commandCalls(await stats.info('commandstats'));
-      // RESETSTAT cleared the counters, its own call included: nothing else reached the server.
-      expect(calls).toEqual({ lpush: 3, ltrim: 3, pexpire: 3 });
+      // RESETSTAT cleared the counters, its own call included: nothing else reached the server
+      // (the script's own commands are counted too).
+      expect(calls).toEqual({ evalsha: 1, lpush: 3, ltrim: 3, pexpire: 3 });
       for (const job of ['a', 'b', 'c']) {
         expect(await stats.llen(recentExecutionsKey(namespace, job))).toBe(10);
         expect(await stats.pttl(recentExecutionsKey(namespace, job))).toBeGreaterThan(50_000);
