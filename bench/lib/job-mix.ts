@@ -33,7 +33,7 @@ const { defineJob, startNode } = require(process.argv[1]);
   // BENCH_WORKER_PROFILE=dir: a CPU profile of the same window, written there as worker-{pid}.cpuprofile.
   const profileDir = process.env.BENCH_WORKER_PROFILE;
   const profiler = profileDir ? new (require('node:inspector').Session)() : undefined;
-  if (profiler) profiler.connect();
+  if (profiler) { profiler.connect(); require('node:fs').mkdirSync(profileDir, { recursive: true }); }
   process.on('SIGUSR1', () => {
     starts.length = 0; counting = true; since = Date.now(); loop.reset(); loop.enable();
     if (profiler) profiler.post('Profiler.enable', () => profiler.post('Profiler.start'));
@@ -41,7 +41,9 @@ const { defineJob, startNode } = require(process.argv[1]);
   process.on('SIGUSR2', () => {
     counting = false;
     loop.disable();
-    if (profiler) profiler.post('Profiler.stop', (err, res) => { if (!err) require('node:fs').writeFileSync(require('node:path').join(profileDir, 'worker-' + process.pid + '.cpuprofile'), JSON.stringify(res.profile)); });
+    if (profiler) profiler.post('Profiler.stop', (err, res) => {
+      try { if (!err) require('node:fs').writeFileSync(require('node:path').join(profileDir, 'worker-' + process.pid + '.cpuprofile'), JSON.stringify(res.profile)); } catch (e) { console.error('worker profile not written: ' + e.message); }
+    });
     process.stdout.write('loop ' + JSON.stringify({ p50: loop.percentile(50) / 1e6, p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 }) + '\\n');
     process.stdout.write('latency ' + JSON.stringify(starts) + '\\n');
   });

@@ -139,7 +139,7 @@ async function main(): Promise<void> {
           const data = job.data as { job: string; fireTime: number };
           return Number(data.job.slice(1)) < everySecond ? data.fireTime : Number.NaN;
         }, true, 0, 1_000);
-        process.stdout.write(`  minute ${new Date(minute).toISOString().slice(11, 19)} (p50 / p99 / max from the fire time): enqueue began ${triple(stages.enqueueBegins)}; taken by a worker ${triple(stages.pickedUp)}\n`);
+        process.stdout.write(`  minute ${new Date(minute).toISOString().slice(11, 19)}, its first 6 s (p50 / p99 / max from the fire time): enqueue began ${triple(stages.enqueueBegins)}; taken by a worker ${triple(stages.pickedUp)}\n`);
         // Fire by fire: where each of the minute's first seconds loses its time (enqueue, take, start).
         for (const bucket of stages.buckets ?? []) {
           const started = summarize(starts.filter(([fire]) => fire === bucket.from).map(([, late]) => late));

@@ -2,6 +2,7 @@
  * The recent list: each job's last N ExecutionRecords in one Redis list (newest first), which the
  * console answers `GET /api/jobs/:name/executions` from. Written in batches off the execution path.
  */
+import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { z } from 'zod';
 import { silentLogger, type Logger } from '../shared/logger';
@@ -35,7 +36,10 @@ const optionsSchema = z.object({
 
 /** Options of {@link RecentExecutionsWriter} (defaults in the schema above). */
 export type RecentExecutionsWriterOptions = z.input<typeof optionsSchema> & {
-  /** A connection the caller owns (not closed here); commands are only sent while it is `ready`. */
+  /**
+   * A connection the caller owns (not closed here); commands are only sent while it is `ready`. The
+   * writer defines its script's command on it (needs EVAL and EVALSHA: the `@scripting` ACL category).
+   */
   redis: Redis | Cluster;
   logger?: Logger;
 };
@@ -51,6 +55,11 @@ const PERMANENT_REDIS_ERRORS = /^(WRONGTYPE|ERR)/;
 
 /** Values pushed by one LPUSH at most in {@link WRITE_LISTS} (Lua's unpack has a bounded stack). */
 const PUSH_SLICE = 1_000;
+/**
+ * Records per script call at most (a job with more goes alone in its call): a script holds Redis,
+ * BullMQ's commands included, for its whole run, where a pipeline let other clients in between.
+ */
+const CALL_RECORDS = 1_000;
 
 /**
  * One flush's lists in one script: per key (KEYS[i]), ARGV holds its record count then the records,
@@ -84,8 +93,14 @@ for i = 1, #KEYS do
 end
 return out`;
 
-/** The connection with {@link WRITE_LISTS} defined on it. */
-type ScriptedRedis = (Redis | Cluster) & { shardcronRecentWrite(numberOfKeys: number, ...args: Array<string | number>): Promise<string[]> };
+/**
+ * The script's command name on the caller's connection, with its digest: another version of the
+ * writer sharing the connection defines its own script, not a second use of this one's name.
+ */
+const WRITE_COMMAND = `shardcronRecentWrite_${createHash('sha1').update(WRITE_LISTS).digest('hex').slice(0, 12)}`;
+
+/** The connection with {@link WRITE_LISTS} defined on it as {@link WRITE_COMMAND}. */
+type ScriptedRedis = (Redis | Cluster) & Record<typeof WRITE_COMMAND, (numberOfKeys: number, args: Array<string | number>) => Promise<unknown>>;
 
 /**
  * Appends ExecutionRecords to each job's recent list. `append()` returns at once; records are
@@ -103,7 +118,7 @@ export class RecentExecutionsWriter extends BatchWriter<Entry> implements Execut
     const { redis, logger, ...rest } = options;
     const parsed = parseOrThrow(optionsSchema, rest, 'recent executions writer options');
     super('redis', parsed.batching, (logger ?? silentLogger).child({ component: 'recent-executions', ns: parsed.namespace }));
-    if (!('shardcronRecentWrite' in redis)) redis.defineCommand('shardcronRecentWrite', { lua: WRITE_LISTS });
+    if (!(WRITE_COMMAND in redis)) redis.defineCommand(WRITE_COMMAND, { lua: WRITE_LISTS });
     this.redis = redis as ScriptedRedis;
     this.namespace = parsed.namespace;
     this.keepPerJob = parsed.keepPerJob;
@@ -137,15 +152,43 @@ export class RecentExecutionsWriter extends BatchWriter<Entry> implements Execut
       if (list) list.push(json);
       else byKey.set(key, [json]);
     }
-    // One command for the whole flush, where a pipeline of two or three per job cost the worker a
-    // command each (20,000 one-item jobs firing at once: 40,000 commands).
-    const args: Array<string | number> = [...byKey.keys(), this.keepPerJob, this.ttlMs ?? 0];
-    for (const jsons of byKey.values()) args.push(jsons.length, ...jsons);
-    const replies = await this.redis.shardcronRecentWrite(byKey.size, ...args);
+    // One script call per flush (per CALL_RECORDS records), where a pipeline of two or three
+    // commands per job cost the worker a command each (20,000 one-item jobs firing at once: 40,000).
+    const lists = [...byKey];
+    const replies: unknown[] = [];
+    for (let from = 0; from < lists.length; ) {
+      let to = from;
+      let records = 0;
+      while (to < lists.length && (to === from || records + lists[to][1].length <= CALL_RECORDS)) records += lists[to++][1].length;
+      const call = lists.slice(from, to);
+      const args: Array<string | number> = call.map(([key]) => key);
+      args.push(this.keepPerJob, this.ttlMs ?? 0);
+      for (const [, jsons] of call) {
+        args.push(jsons.length);
+        for (const json of jsons) args.push(json);
+      }
+      let answer: unknown;
+      try {
+        answer = await this.redis[WRITE_COMMAND](call.length, args);
+        if (!Array.isArray(answer) || answer.length !== call.length) throw new Error(`unexpected answer of the recent list script: ${JSON.stringify(answer)?.slice(0, 200)}`);
+      } catch (err) {
+        // The first call failing is the whole flush failing (retried by the writer); after a call
+        // that went through, only the lists not written yet go again, so none is written twice.
+        if (from === 0) throw err;
+        this.logger.warn({ err }, 'writing part of a flush to the recent lists failed; the rest is retried');
+        break;
+      }
+      replies.push(...(answer as unknown[]));
+      from = to;
+    }
     const retry: Entry[] = [];
     let rejected = 0;
-    [...byKey].forEach(([key, jsons], i) => {
-      const reply = String(replies[i] ?? '');
+    lists.forEach(([key, jsons], i) => {
+      if (i >= replies.length) {
+        for (const json of jsons) retry.push({ key, json });
+        return;
+      }
+      const reply = String(replies[i]);
       if (reply === '') return;
       if (reply.startsWith('~')) {
         // The records are in; the list may hold more than keepPerJob until the next write trims it.
@@ -154,7 +197,7 @@ export class RecentExecutionsWriter extends BatchWriter<Entry> implements Execut
         rejected += jsons.length;
         this.logger.error({ err: new Error(reply), key }, `Redis refused the recent list ${key}; its records are dropped`);
       } else {
-        retry.push(...jsons.map((json) => ({ key, json })));
+        for (const json of jsons) retry.push({ key, json });
       }
     });
     return { retry, rejected };

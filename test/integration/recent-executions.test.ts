@@ -77,9 +77,42 @@ describe('recent list (real Redis)', () => {
     records.forEach((r) => w.append(r));
     await w.flush();
     expect(w.stats()).toMatchObject({ written: 2_500, dropped: 0 });
-    expect(await redis.llen(recentExecutionsKey(namespace, 'billing'))).toBe(2_500);
-    const newest = await new RecentExecutionsReader({ redis, namespace }).recent('billing', { limit: 1_000 });
-    expect(newest.map((r) => r.fireTime)).toEqual(records.slice(-1_000).reverse().map((r) => r.fireTime));
+    // Newest first across the pushes of 1,000: the whole list in the reverse of the appends.
+    const key = recentExecutionsKey(namespace, 'billing');
+    expect((await redis.lrange(key, 0, -1)).map((entry) => JSON.parse(entry)[2])).toEqual(records.map((r) => r.fireTime).reverse());
+    // Kept fewer than one flush brings: the newest only.
+    const smallNamespace = uniqueNamespace('recent');
+    const small = writer(redis, { namespace: smallNamespace, keepPerJob: 7, batching: { batchSize: 2_500, maxBuffered: 10_000, flushIntervalMs: 60_000 } });
+    records.forEach((r) => small.append(r));
+    await small.flush();
+    const newest = await new RecentExecutionsReader({ redis, namespace: smallNamespace }).recent('billing', { limit: 100 });
+    expect(newest.map((r) => r.fireTime)).toEqual(records.slice(-7).reverse().map((r) => r.fireTime));
+  });
+
+  it('writes a flush of more records than one script call takes in several, every list whole', async () => {
+    const redis = await connect();
+    const namespace = uniqueNamespace('recent');
+    const w = writer(redis, { namespace, batching: { batchSize: 2_500, maxBuffered: 10_000, flushIntervalMs: 60_000 } });
+    // 1,250 jobs of two records each: 2,500 records, three calls of at most 1,000.
+    const jobs = Array.from({ length: 1_250 }, (_, i) => `j${i}`);
+    for (const job of jobs) executionSeries(2, { job }).forEach((r) => w.append(r));
+    await w.flush();
+    expect(w.stats()).toMatchObject({ written: 2_500, dropped: 0, buffered: 0 });
+    const lengths = await Promise.all(jobs.map((job) => redis.llen(recentExecutionsKey(namespace, job))));
+    expect(new Set(lengths)).toEqual(new Set([2]));
+  });
+
+  it('writes on after Redis forgot its scripts (SCRIPT FLUSH, a restart)', async () => {
+    const redis = await connect();
+    const namespace = uniqueNamespace('recent');
+    const w = writer(redis, { namespace, batching: { flushIntervalMs: 60_000 } });
+    executionSeries(2).forEach((r) => w.append(r));
+    await w.flush();
+    await redis.script('FLUSH');
+    executionSeries(3, { job: 'other' }).forEach((r) => w.append(r));
+    await w.flush();
+    expect(w.stats()).toMatchObject({ written: 5, dropped: 0, buffered: 0 });
+    expect(await redis.llen(recentExecutionsKey(namespace, 'other'))).toBe(3);
   });
 
   it('skips and reports corrupt entries, and still fills the limit', async () => {
@@ -130,7 +163,7 @@ describe('recent list (real Redis)', () => {
       await redis.ping();
       expect(relay.roundTrips() - control).toBe(2);
 
-      // The first flush loads the script on the connection (EVALSHA, NOSCRIPT, EVAL); later ones call it.
+      // The first flush sends the script itself (EVAL) on the connection; later ones call it by its digest.
       executionSeries(1, { job: 'warm-up' }).forEach((r) => w.append(r));
       await w.flush();
       await stats.config('RESETSTAT');

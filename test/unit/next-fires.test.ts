@@ -1,6 +1,6 @@
 import type { JobConfig } from '../../src/shared/config/job-config';
 import { parseCron } from '../../src/shared/cron/cron';
-import { NextFires } from '../../src/worker/next-fires';
+import { MAX_SCHEDULES, NextFires } from '../../src/worker/next-fires';
 
 const config = (cron: string | undefined, timeZone = 'UTC') => ({ name: 'j', cron, timeZone }) as unknown as JobConfig;
 const at = (iso: string) => Date.parse(iso);
@@ -34,9 +34,25 @@ describe('NextFires', () => {
     const t = at('2026-11-28T12:00:10Z');
     const jobs = Array.from({ length: 3 }, () => config('0 * * * * ?'));
     for (const job of jobs) expect(fires.after(job, t)).toBe(at('2026-11-28T12:01:00Z'));
+    expect(fires.size).toBe(1);
     // The same hourly expression in another zone is another schedule: Asia/Kolkata (UTC+5:30) tops its hours at :30 UTC.
     expect(fires.after(config('0 0 * * * ?', 'Asia/Kolkata'), t)).toBe(at('2026-11-28T12:30:00Z'));
     expect(fires.after(config('0 0 * * * ?'), t)).toBe(at('2026-11-28T13:00:00Z'));
+    expect(fires.size).toBe(3);
+  });
+
+  it('keeps at most MAX_SCHEDULES expressions, and an expression that does not parse once', () => {
+    const fires = new NextFires();
+    expect(fires.after(config('not a cron'), 0)).toBe(Number.POSITIVE_INFINITY);
+    expect(fires.after(config('not a cron'), 0)).toBe(Number.POSITIVE_INFINITY);
+    expect(fires.size).toBe(1);
+    // Dynamic jobs, each on its own daily time: every expression a new one.
+    for (let i = 0; i < MAX_SCHEDULES + 10; i += 1) {
+      fires.after(config(`${i % 60} ${Math.floor(i / 60) % 60} ${Math.floor(i / 3_600)} * * ?`), 0);
+      expect(fires.size).toBeLessThanOrEqual(MAX_SCHEDULES);
+    }
+    expect(fires.size).toBeLessThan(100);
+    expect(fires.after(config('0 * * * * ?'), at('2026-11-28T12:00:10Z'))).toBe(at('2026-11-28T12:01:00Z'));
   });
 
   it('never, for a job without a cron or with one that does not parse', () => {

@@ -54,6 +54,11 @@ export class ScheduleCache {
     }
   }
 
+  /** Expressions (with their zone) parsed and kept. */
+  get size(): number {
+    return this.parsed.size;
+  }
+
   clear(): void {
     this.parsed.clear();
     this.periods.clear();

@@ -258,13 +258,13 @@ export class ZkClient extends TypedEmitter<ZkClientEvents> {
     // The same object for the same session: a worker's item leases each keep theirs, 10,000 of
     // them at a time (four closures, a context and an object each) where one does.
     if (this.lastSessionOps?.sessionId === sessionId) return this.lastSessionOps;
-    const ops: ZkSessionOps = {
+    const ops: ZkSessionOps = Object.freeze<ZkSessionOps>({
       sessionId,
       get: (path) => this.getOn(path, undefined, false, sessionId),
       exists: (path) => this.existsOn(path, undefined, false, sessionId),
       children: (path) => this.childrenOn(path, undefined, false, sessionId),
       multi: () => new ZkMulti((ops, fenced) => this.commit(ops, fenced, sessionId)),
-    };
+    });
     this.lastSessionOps = ops;
     return ops;
   }
