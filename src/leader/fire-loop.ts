@@ -68,6 +68,8 @@ interface WaitingTick {
 export interface FireLoopEvents {
   dispatched(event: { job: string; fireTime: number; source: ExecutionSource; items: number; epoch: number }): void;
   skipped(event: { job: string; fireTime: number; reason: SkipReason | 'not-leader' }): void;
+  /** Fires folded into one MISFIRE run (`into`), misfire on: they run once, with it. */
+  coalesced(event: { job: string; fireTimes: number[]; into: number }): void;
 }
 
 /** What the fire loop works with. */
@@ -293,6 +295,11 @@ export class FireLoop {
       });
       for (const fireTime of plan.skipped) this.skip(d.job, fireTime, 'missed');
       if (plan.run) runs.push({ job: d.job, ...plan.run });
+      // Folded fires have no run of their own: said, and counted as misfires, not left silent.
+      if (plan.run && plan.folded.length > 0) {
+        this.deps.log.info({ job: d.job, fireTimes: plan.folded, into: plan.run.fireTime }, 'fires folded into one MISFIRE run');
+        this.deps.events.coalesced({ job: d.job, fireTimes: plan.folded, into: plan.run.fireTime });
+      }
       // Fires left for later go to a tick of their own, so that each job's ledgers stay in fire
       // order (a fire still ahead folded into a MISFIRE run would run early and have no run of its
       // own: the ZooKeeper-restart chaos test saw a fire with no start at all). Those of a job with

@@ -91,6 +91,11 @@ export interface LeaderServiceEvents {
   'standby:ready': { jobs: number; loadMs: number; ledgersRead: number };
   'fire:dispatched': { job: string; fireTime: number; source: ExecutionSource; items: number; epoch: number };
   'fire:skipped': { job: string; fireTime: number; reason: SkipReason | 'not-leader' };
+  /**
+   * Fires folded into one MISFIRE run (misfire on): due together because the leader fell a whole
+   * fire behind, or missed while no leader could dispatch them. They run once, as fire `into`.
+   */
+  'fire:coalesced': { job: string; fireTimes: number[]; into: number };
   'job:invalid': { job: string; error: unknown };
   /** A request of a lost or draining instance was moved to another one. */
   'item:failover': { job: string; item: number; fireTime: number; from: string; to: string };
@@ -235,6 +240,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       events: {
         dispatched: (event) => this.emit('fire:dispatched', event),
         skipped: (event) => this.emit('fire:skipped', event),
+        coalesced: (event) => this.emit('fire:coalesced', event),
       },
       resharded: (job, reshards, settled) => this.registry.resharded(job, reshards, settled),
     });

@@ -54,7 +54,7 @@ export class ShardcronMetrics {
       registers,
     });
     this.failovers = new Counter({ name: 'shardcron_failovers_total', help: 'Requests of lost or draining instances this leader moved, by job', labelNames: ['job'], registers });
-    this.misfires = new Counter({ name: 'shardcron_misfires_total', help: 'Fires that found their item running (skipped or marked) on this worker, or were due while no leader could dispatch them, by job', labelNames: ['job'], registers });
+    this.misfires = new Counter({ name: 'shardcron_misfires_total', help: 'Fires that found their item running (skipped or marked) on this worker, were skipped as missed, or were folded into one MISFIRE run, by job', labelNames: ['job'], registers });
     const metrics = this;
     // Gauges read when scraped: registered, never set from the outside.
     new Gauge({
@@ -94,6 +94,7 @@ export class ShardcronMetrics {
     leader.on('fire:dispatched', ({ job }) => this.fires.inc({ job }));
     leader.on('item:failover', ({ job }) => this.failovers.inc({ job }));
     leader.on('fire:skipped', ({ job, reason }) => reason === 'missed' && this.misfires.inc({ job }));
+    leader.on('fire:coalesced', ({ job, fireTimes }) => this.misfires.inc({ job }, fireTimes.length));
   }
 
   /** Counts the worker role's executions. */

@@ -10,6 +10,7 @@ import { defineJob } from '../../src';
 import type { RedisServer } from '../../src/dev/redis-server';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { LeaderService } from '../../src/leader/leader-service';
+import { ShardcronMetrics } from '../../src/ops/metrics';
 import { createRedisClient } from '../../src/shared/redis/redis-connection';
 import { queuePrefix } from '../../src/shared/registry/queue-names';
 import { TestCluster } from '../helpers/cluster';
@@ -271,6 +272,45 @@ test("a later tick whose first chunk holds a job still waiting in an earlier tic
     const window = (fireTime: number) => fireTime >= slow && fireTime <= slow + 2_000;
     await waitFor(() => cluster.starts('y').filter((s) => window(s.fireTime)).length >= 4, { message: "y's two fires, both items" });
     expect(cluster.starts('y').filter((s) => window(s.fireTime)).map((s) => `${s.fireTime}|${s.item}`).sort()).toEqual([`${slow}|0`, `${slow}|1`, `${slow + 2_000}|0`, `${slow + 2_000}|1`]);
+  } finally {
+    await close();
+  }
+});
+
+test('fires folded into one MISFIRE run when the leader falls a whole fire behind are emitted and counted as misfires', async () => {
+  const cluster = new TestCluster(zk, redis);
+  const job = defineJob({ name: 'slow', cron: '* * * * * ?', shardingTotalCount: 1, execute: () => undefined });
+  const { leader, close } = await chunkedLeader(cluster, 1_000);
+  const metrics = new ShardcronMetrics();
+  metrics.watchLeader(leader);
+  const coalesced: Array<{ job: string; fireTimes: number[]; into: number }> = [];
+  leader.on('fire:coalesced', (event) => void coalesced.push(event));
+  // One fire's plan takes 2.6 s: the next fires come due behind it, join one waiting tick, and
+  // run once, as a MISFIRE run under the earliest.
+  const plan = leader.dispatcher.plan.bind(leader.dispatcher);
+  const from = Date.now() + 3_000;
+  let slowFire: number | undefined;
+  jest.spyOn(leader.dispatcher, 'plan').mockImplementation(async (state, fireTime, ...rest) => {
+    if (slowFire === undefined && fireTime >= from) {
+      slowFire = fireTime;
+      await new Promise((resolve) => setTimeout(resolve, 2_600));
+    }
+    return plan(state, fireTime, ...rest);
+  });
+  try {
+    await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w1' });
+    await leader.start();
+    await waitFor(() => coalesced.length > 0, { timeoutMs: 20_000, message: 'a fire:coalesced event' });
+    const [event] = coalesced;
+    expect(event.job).toBe('slow');
+    expect(event.into).toBeGreaterThan(slowFire!);
+    expect(event.fireTimes.length).toBeGreaterThanOrEqual(1);
+    for (const t of event.fireTimes) expect(t).toBeGreaterThan(event.into);
+    // The MISFIRE run starts under `into`; the folded fires have none of their own.
+    await waitFor(() => cluster.starts('slow').some((s) => s.fireTime === event.into && s.source === 'MISFIRE'), { message: 'the MISFIRE run' });
+    expect(cluster.starts('slow').filter((s) => event.fireTimes.includes(s.fireTime))).toEqual([]);
+    const counted = (await metrics.registry.getSingleMetric('shardcron_misfires_total')!.get()).values.find((v) => v.labels.job === 'slow')?.value;
+    expect(counted).toBeGreaterThanOrEqual(event.fireTimes.length);
   } finally {
     await close();
   }
