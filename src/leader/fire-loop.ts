@@ -33,9 +33,9 @@ export const TICK_CHUNK = 1_000;
  * Requests of one chunk, at most (a job-fire sends one per item), while the namespace has jobs
  * firing more often than once a minute: a chunk of rarer jobs is as long on the chain as its
  * requests take to enqueue, so a chunk of wide jobs is cut by requests, not only by job-fires.
- * Issue 23's hundred jobs of 100 items every minute made one chunk of 10,900 requests whose
- * enqueue held the chain 1.5-3 s; the every-second fires behind it ran late, and one a minute was
- * folded into the fire before it (bench/RESULTS.md, "Wide jobs in the tick's chunks"). A single
+ * Issue 23's hundred jobs of 100 items every minute made one chunk of 10,000 requests whose
+ * enqueue held the chain; the every-second fires behind it ran up to 1.9 s late, and one a minute
+ * was folded into the fire before it (bench/RESULTS.md, "Wide jobs in the tick's chunks"). A single
  * job-fire of more requests still goes whole, in a chunk of its own. With no frequent job there is
  * nothing to let pass, and a big fire goes in one enqueue, begun as early as its pace says
  * (DispatchLead.deliveryFor).
@@ -337,13 +337,15 @@ export class FireLoop {
    * exist) {@link chunkRequests} requests, the first `whole` counted; at least one.
    */
   private chunkLength(runs: readonly Run[], whole: number): number {
+    let taken = Math.min(Math.max(1, whole), runs.length);
+    // A tick not split, or whose never-split jobs fill a chunk already: nothing more to count.
+    if (taken >= runs.length || taken >= this.chunkSize) return taken;
     const maxRequests = this.boundByRequests() ? this.chunkRequests : Number.POSITIVE_INFINITY;
-    let taken = 0;
     let requests = 0;
-    for (const run of runs) {
-      const items = this.itemsOf(run.job);
-      if (taken >= Math.max(1, whole) && (taken >= this.chunkSize || requests + items > maxRequests)) break;
-      taken += 1;
+    if (maxRequests !== Number.POSITIVE_INFINITY) for (let i = 0; i < taken; i += 1) requests += this.itemsOf(runs[i].job);
+    for (; taken < runs.length && taken < this.chunkSize; taken += 1) {
+      const items = this.itemsOf(runs[taken].job);
+      if (requests + items > maxRequests) break;
       requests += items;
     }
     return taken;

@@ -11,17 +11,27 @@ export const scheduleKey = (cron: string, timeZone: string | undefined): string 
 const PERIOD_SAMPLE = 4;
 
 export class ScheduleCache {
-  private readonly parsed = new Map<string, CronSchedule>();
+  /** Each expression's schedule, or the error it failed to parse with (not parsed again). */
+  private readonly parsed = new Map<string, CronSchedule | Error>();
   private readonly periods = new Map<string, number | undefined>();
+
+  /** `maxEntries`: expressions kept at most; the cache starts over at the bound (default: no bound). */
+  constructor(private readonly maxEntries = Number.POSITIVE_INFINITY) {}
 
   /** The schedule of `cron` in `timeZone`; throws INVALID_CRON like parseCron. */
   get(cron: string, timeZone: string | undefined): CronSchedule {
     const key = scheduleKey(cron, timeZone);
     let schedule = this.parsed.get(key);
     if (!schedule) {
-      schedule = parseCron(cron, timeZone);
+      if (this.parsed.size >= this.maxEntries) this.clear();
+      try {
+        schedule = parseCron(cron, timeZone);
+      } catch (err) {
+        schedule = err instanceof Error ? err : new Error(String(err));
+      }
       this.parsed.set(key, schedule);
     }
+    if (schedule instanceof Error) throw schedule;
     return schedule;
   }
 
@@ -54,7 +64,7 @@ export class ScheduleCache {
     }
   }
 
-  /** Expressions (with their zone) parsed and kept. */
+  /** Expressions (with their zone) kept, parsed or refused. */
   get size(): number {
     return this.parsed.size;
   }
