@@ -132,6 +132,24 @@ describe('item leases', () => {
     expect((await readItemRuns(redis, namespace, JOB, [0])).get(0)).toEqual({ holder: 'a', running: undefined });
   });
 
+  it('are let go of when their node is deleted by someone else (an operator), each lease afresh', async () => {
+    const a = await instance('a', () => undefined);
+    expect(await a.run(1_000)).toBe('completed');
+    expect(a.executor.idleLeases()).toEqual([{ job: JOB, item: 0 }]);
+    for (const fire of [2_000, 3_000]) {
+      const before = await admin.exists(RUNNING);
+      await admin.delete(RUNNING);
+      await waitFor(() => a.executor.idleLeases().length === 0, { timeoutMs: 5_000 });
+      // The next run claims the item again: a node of its own, watched like the first.
+      expect(await a.run(fire)).toBe('completed');
+      const after = await admin.exists(RUNNING);
+      expect(after?.ephemeralOwner).toBe(a.zk.sessionId);
+      expect(after?.czxid).not.toBe(before?.czxid);
+      expect(a.executor.idleLeases()).toEqual([{ job: JOB, item: 0 }]);
+    }
+    expect(parseRecordFires((await record()).d)).toEqual([1_000, 2_000, 3_000]);
+  });
+
   it('hand the item to another instance that asks, with the completed fires: a replay of a fire the old holder ran is skipped', async () => {
     const a = await instance('a', () => undefined);
     const b = await instance('b', () => undefined);

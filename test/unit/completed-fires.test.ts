@@ -1,3 +1,4 @@
+import v8 from 'node:v8';
 import { COMPLETED_FIRES_KEPT, formatCompletedFires, parseCompletedFires, withCompletedFire, mergeCompletedFires } from '../../src/shared/registry/completed-fires';
 
 const BASE = Date.UTC(2026, 10, 22, 1, 0, 0);
@@ -61,5 +62,21 @@ describe('completed fires', () => {
     expect(mergeCompletedFires([BASE - 1_000], old, recent)).toEqual([...old, ...recent]);
     expect(mergeCompletedFires([BASE + 2_000, BASE], [BASE + 1_000, BASE], [])).toEqual([BASE, BASE + 1_000, BASE + 2_000]);
     expect(mergeCompletedFires([], [])).toEqual([]);
+  });
+
+  it('holds fire times unboxed, whatever array they came from (a worker keeps a list per item lease)', () => {
+    // V8's own check, with natives syntax allowed for this one compile.
+    v8.setFlagsFromString('--allow-natives-syntax');
+    const unboxed = new Function('list', 'return %HasDoubleElements(list)') as (list: readonly number[]) => boolean;
+    v8.setFlagsFromString('--no-allow-natives-syntax');
+    const boxed = [...new Set([BASE, BASE + 1_000])];
+    expect(unboxed(boxed)).toBe(false);
+    const merged = mergeCompletedFires(boxed, [], [BASE + 2_000]);
+    expect(merged).toEqual([BASE, BASE + 1_000, BASE + 2_000]);
+    expect(unboxed(merged)).toBe(true);
+    expect(unboxed(withCompletedFire(mergeCompletedFires([], []), BASE))).toBe(true);
+    const added = withCompletedFire(boxed, BASE + 3_000);
+    expect(added).toEqual([BASE, BASE + 1_000, BASE + 3_000]);
+    expect(unboxed(added)).toBe(true);
   });
 });
