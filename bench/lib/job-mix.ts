@@ -30,12 +30,23 @@ const { defineJob, startNode } = require(process.argv[1]);
   let since = Infinity;
   // The event loop's delay over the same window (what a held request's timer waits for).
   const loop = require('node:perf_hooks').monitorEventLoopDelay({ resolution: 10 });
+  // Its garbage collections over the window, by kind (Node's gc entries: 1 minor, 2 major, 4 incremental, 8 weak callbacks): count, total and longest pause.
+  const gcs = {};
+  new (require('node:perf_hooks').PerformanceObserver)((list) => {
+    if (!counting) return;
+    for (const e of list.getEntries()) {
+      const kind = { 1: 'minor', 2: 'major', 4: 'incremental', 8: 'weak' }[e.detail?.kind ?? e.kind] ?? 'other';
+      const g = (gcs[kind] ??= { count: 0, ms: 0, max: 0 });
+      g.count += 1; g.ms += e.duration; g.max = Math.max(g.max, e.duration);
+    }
+  }).observe({ entryTypes: ['gc'] });
   // BENCH_WORKER_PROFILE=dir: a CPU profile of the same window, written there as worker-{pid}.cpuprofile.
   const profileDir = process.env.BENCH_WORKER_PROFILE;
   const profiler = profileDir ? new (require('node:inspector').Session)() : undefined;
   if (profiler) { profiler.connect(); require('node:fs').mkdirSync(profileDir, { recursive: true }); }
   process.on('SIGUSR1', () => {
     starts.length = 0; counting = true; since = Date.now(); loop.reset(); loop.enable();
+    for (const k of Object.keys(gcs)) delete gcs[k];
     if (profiler) profiler.post('Profiler.enable', () => profiler.post('Profiler.start'));
   });
   process.on('SIGUSR2', () => {
@@ -45,6 +56,8 @@ const { defineJob, startNode } = require(process.argv[1]);
       try { if (!err) require('node:fs').writeFileSync(require('node:path').join(profileDir, 'worker-' + process.pid + '.cpuprofile'), JSON.stringify(res.profile)); } catch (e) { console.error('worker profile not written: ' + e.message); }
     });
     process.stdout.write('loop ' + JSON.stringify({ p50: loop.percentile(50) / 1e6, p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 }) + '\\n');
+    for (const g of Object.values(gcs)) { g.ms = Math.round(g.ms); g.max = Math.round(g.max); }
+    process.stdout.write('gc ' + JSON.stringify(gcs) + '\\n');
     process.stdout.write('latency ' + JSON.stringify(starts) + '\\n');
   });
   const everySecond = (i) => cron(i) === '* * * * * ?';
@@ -160,6 +173,8 @@ export function askStarts(worker: ChildProcess, timeoutMs = 10_000): Promise<Arr
       worker.stdout!.off('data', onData);
       const loop = /loop (\{.*\})\n/.exec(text);
       if (loop) process.stdout.write(`  worker ${worker.pid} event-loop delay over the count (ms): ${loop[1]}\n`);
+      const gc = /gc (\{.*\})\n/.exec(text);
+      if (gc) process.stdout.write(`  worker ${worker.pid} garbage collections over the count (count, ms in all, longest ms): ${gc[1]}\n`);
       resolve(JSON.parse(line[1]) as Array<[number, number]>);
     };
     worker.stdout!.on('data', onData);

@@ -79,6 +79,27 @@ export function procSample(pid: number): ProcSample {
   return { cpuSeconds, rssMb: rssKb / 1024, at: Date.now() };
 }
 
+/**
+ * What the kernel's scheduler counted for a process's threads (/proc/{pid}/task/{tid}/schedstat):
+ * CPU time run, and time spent runnable but waiting for a CPU. Main thread only unless `allThreads`.
+ * Undefined where the kernel does not keep these.
+ */
+export function schedStat(pid: number, allThreads = false): { cpuMs: number; waitMs: number } | undefined {
+  try {
+    const tids = allThreads ? fs.readdirSync(`/proc/${pid}/task`) : [String(pid)];
+    let cpuNs = 0;
+    let waitNs = 0;
+    for (const tid of tids) {
+      const [cpu, wait] = fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ').map(Number);
+      cpuNs += cpu;
+      waitNs += wait;
+    }
+    return { cpuMs: cpuNs / 1e6, waitMs: waitNs / 1e6 };
+  } catch {
+    return undefined;
+  }
+}
+
 /** What a ZooKeeper server holds: znodes and their data (`mntr`), its process RSS and JVM heap in use (`jcmd GC.heap_info`). */
 export interface ZkFootprint {
   znodes: number;

@@ -19,7 +19,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { askStarts, countStartLatency, everyMinuteJobs, everySecondJobs, spawnRegisteringWorker, startLatency } from '../lib/job-mix';
-import { procSample, zkFootprint } from '../lib/services';
+import { procSample, schedStat, zkFootprint } from '../lib/services';
 import { findQueues, queueStages } from '../lib/stages';
 import { summarize, triple } from '../lib/stats';
 import { QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
@@ -115,17 +115,33 @@ async function main(): Promise<void> {
     process.stdout.write(`leader elected ${electedMs} ms after its start (${nodeArgs.join(' ') || 'no node flags'}; ${process.env.LEADER_ENV || 'no extra env'})\n`);
     let maxRss = 0;
     let countedFrom: number | undefined;
+    // The scheduler's count for each process over the latency window: CPU run, and time runnable but
+    // waiting for one of the machine's CPUs (what a held request's timer also waits for).
+    const scheduled: Array<[string, number | undefined, boolean]> = [['leader', child.pid, false], ...workers.map((w, k): [string, number | undefined, boolean] => [`worker-${k + 1}`, w.pid, false]), ['redis', redis.pid, false], ['zookeeper (all threads)', zk.pid, true]];
+    const schedAll = () => scheduled.map(([, pid, all]) => (pid === undefined ? undefined : schedStat(pid, all)));
+    let schedFrom: ReturnType<typeof schedAll> | undefined;
     for (let s = 0; s <= WATCH_S; s += 5) {
       const m = await ask('mem');
       maxRss = Math.max(maxRss, m.rss);
       process.stdout.write(`  +${s}s ${show(m)}\n`);
-      if (s === LATENCY_FROM_S) countedFrom = Math.min(...workers.map(countStartLatency));
+      if (s === LATENCY_FROM_S) {
+        countedFrom = Math.min(...workers.map(countStartLatency));
+        schedFrom = schedAll();
+      }
       if (s < WATCH_S) await new Promise((resolve) => setTimeout(resolve, 5_000));
     }
     if (countedFrom !== undefined) {
       const everySecond = everySecondJobs(N, process.env.MIX ?? '');
       const starts = (await Promise.all(workers.map((w) => askStarts(w)))).flat();
       const latency = startLatency(starts, everySecond);
+      const schedTo = schedAll();
+      const windowS = WATCH_S - LATENCY_FROM_S;
+      const sched = scheduled.map(([name], k) => {
+        const a = schedFrom?.[k];
+        const b = schedTo[k];
+        return a && b ? `${name} ${((b.cpuMs - a.cpuMs) / 1000).toFixed(1)} / ${((b.waitMs - a.waitMs) / 1000).toFixed(1)}` : `${name} n/a`;
+      });
+      process.stdout.write(`CPU run / runnable waiting for a CPU over the ${windowS} s of the count (s, main thread): ${sched.join('; ')}\n`);
       process.stdout.write(
         `${everySecond} every-second jobs, fire to start (p50 / p99 / max) of the fires due from +${LATENCY_FROM_S} s to +${WATCH_S} s: ${latency.all.n} starts of ${latency.fires} fires, ${triple(latency.all)}; in the first 3 s of a minute: ${latency.minute.n} starts, ${triple(latency.minute)}\n`,
       );
