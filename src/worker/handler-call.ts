@@ -61,8 +61,7 @@ export interface HandlerCallContext {
 export interface HandlerRun {
   readonly outcome: ExecutionOutcome;
   readonly started: number;
-  readonly context: ShardingContext;
-  readonly logger: () => Logger;
+  readonly context: ItemContext;
   readonly report?: ExecutorReport;
 }
 
@@ -78,6 +77,117 @@ class AttemptTimeout extends ShardcronError {
   constructor(job: string, item: number, timeoutMs: number) {
     super(ErrorCodes.TIMEOUT, `job ${job} item ${item} ran past its timeoutMs (${timeoutMs} ms)`, { job, item, timeoutMs });
     this.name = 'AttemptTimeout';
+  }
+}
+
+/**
+ * The ShardingContext of one execution. Its data are plain fields; `attempt`, `signal`, `log` and
+ * `assertOwnership` are accessors on the prototype over the execution's private state, made when
+ * first asked for. An object literal with accessors and closures made six functions, their
+ * accessor pairs and a closure context per execution, all kept until the run's finish, after the
+ * release's round trip: long enough, at thousands of items a second, to leave the young generation
+ * and fill the old one. The methods below the accessors are the call's own, not the job code's.
+ */
+class ItemContext implements ShardingContext {
+  readonly jobName: string;
+  readonly taskId: string;
+  readonly shardingTotalCount: number;
+  readonly jobParameter: string;
+  readonly shardingItem: number;
+  readonly shardingParameter: string;
+  readonly fireTime: number;
+  readonly source: ExecutionSource;
+  readonly instanceId: string;
+  #attempt = 1;
+  #controller: AbortController | undefined = undefined;
+  #stopListening: (() => void) | undefined = undefined;
+  #timedOut: AttemptTimeout | undefined = undefined;
+  #log: Logger | undefined = undefined;
+  #assert: (() => void) | undefined = undefined;
+  readonly #calls: HandlerCallContext;
+  readonly #stopAll: AbortSignal;
+  readonly #sessionId: string;
+
+  constructor(calls: HandlerCallContext, request: ExecutionRequest, config: JobConfig, taskId: string, shardingParameter: string, stopAll: AbortSignal, sessionId: string) {
+    this.jobName = request.job;
+    this.taskId = taskId;
+    this.shardingTotalCount = config.shardingTotalCount;
+    this.jobParameter = config.jobParameter;
+    this.shardingItem = request.item;
+    this.shardingParameter = shardingParameter;
+    this.fireTime = request.fireTime;
+    this.source = request.source;
+    this.instanceId = calls.instanceId;
+    this.#calls = calls;
+    this.#stopAll = stopAll;
+    this.#sessionId = sessionId;
+  }
+
+  get attempt(): number {
+    return this.#attempt;
+  }
+
+  get signal(): AbortSignal {
+    return this.attemptSignal().signal;
+  }
+
+  get log(): Logger {
+    return this.logger();
+  }
+
+  /** A function of its own (made once), so that it also works taken off the context. */
+  get assertOwnership(): () => void {
+    return (this.#assert ??= () => {
+      if (this.#stopAll.aborted || !this.#calls.owns(this.#sessionId)) {
+        const { jobName: job, shardingItem: item, fireTime } = this;
+        throw new ShardcronError(ErrorCodes.NOT_OWNER, `execution of ${job} item ${item} (fire ${fireTime}) may no longer be ours`, { job, item, fireTime });
+      }
+    });
+  }
+
+  /** The execution's logger: a pino child, made when first asked for. */
+  logger(): Logger {
+    return (this.#log ??= this.#calls.log.child({ job: this.jobName, item: this.shardingItem, fireTime: this.fireTime }));
+  }
+
+  /** The attempt timed out: its signal aborts with `timeout`. */
+  timeOut(timeout: AttemptTimeout): void {
+    this.#timedOut = timeout;
+    this.attemptSignal().abort(timeout);
+  }
+
+  /** Why the attempt timed out, if it did. */
+  get timedOut(): AttemptTimeout | undefined {
+    return this.#timedOut;
+  }
+
+  /** The attempt ended: its signal (if one was made) stops listening to the worker's. */
+  endAttempt(): void {
+    this.#stopListening?.();
+    this.#stopListening = undefined;
+    this.#controller = undefined;
+  }
+
+  /** The next attempt begins. */
+  nextAttempt(): void {
+    this.#attempt += 1;
+    this.#timedOut = undefined;
+  }
+
+  /**
+   * The attempt's controller, made when first asked for: an AbortController with its listener on the
+   * worker's signal costs more than a no-op handler.
+   */
+  private attemptSignal(): AbortController {
+    if (!this.#controller) {
+      const made = new AbortController();
+      this.#controller = made;
+      const stopAll = this.#stopAll;
+      if (this.#timedOut) made.abort(this.#timedOut);
+      else if (stopAll.aborted) made.abort(stopAll.reason);
+      else this.#stopListening = onAbort(stopAll, () => made.abort(stopAll.reason));
+    }
+    return this.#controller;
   }
 }
 
@@ -116,69 +226,25 @@ export class HandlerCalls {
       this.recordEnd(request, { status: 'aborted', reason: NOT_OWNED_AT_START, attempts: 0, startedAt: Date.now() });
       return undefined;
     }
-    // The attempt's signal and the logger are made when first asked for: an AbortController with
-    // its listener on the worker's signal, and a pino child, cost more than a no-op handler.
-    let attempt = 1;
-    let controller: AbortController | undefined;
-    let stopListening: (() => void) | undefined;
-    let timedOut: AttemptTimeout | undefined;
-    let log: Logger | undefined;
-    const logger = () => (log ??= this.ctx.log.child({ job, item, fireTime }));
-    const attemptSignal = (): AbortController => {
-      if (!controller) {
-        const made = new AbortController();
-        controller = made;
-        if (timedOut) made.abort(timedOut);
-        else if (stopAll.aborted) made.abort(stopAll.reason);
-        else stopListening = onAbort(stopAll, () => made.abort(stopAll.reason));
-      }
-      return controller;
-    };
-    const context: ShardingContext = {
-      jobName: job,
-      taskId,
-      shardingTotalCount: config.shardingTotalCount,
-      jobParameter: config.jobParameter,
-      shardingItem: item,
-      shardingParameter,
-      fireTime,
-      source,
-      instanceId: this.ctx.instanceId,
-      get attempt() {
-        return attempt;
-      },
-      get signal() {
-        return attemptSignal().signal;
-      },
-      assertOwnership: () => {
-        if (stopAll.aborted || !this.ctx.owns(sessionId)) {
-          throw new ShardcronError(ErrorCodes.NOT_OWNER, `execution of ${job} item ${item} (fire ${fireTime}) may no longer be ours`, { job, item, fireTime });
-        }
-      },
-      get log() {
-        return logger();
-      },
-    };
+    const context = new ItemContext(this.ctx, request, config, taskId, shardingParameter, stopAll, sessionId);
     const { beforeExecute } = definition.listeners;
     const started = Date.now();
     this.ctx.record({ event: 'start', job, fireTime, item, instanceId: this.ctx.instanceId, source, at: started });
-    if (beforeExecute) await callListener(() => beforeExecute(context), logger);
+    if (beforeExecute) await callListener(() => beforeExecute(context), () => context.logger());
     const attempts = config.retry?.attempts ?? 1;
     let outcome: ExecutionOutcome;
     let report: ExecutorReport | undefined;
     try {
       for (;;) {
-        timedOut = undefined;
         let timer: NodeJS.Timeout | undefined;
         if (config.timeoutMs !== undefined) {
           const timeoutMs = config.timeoutMs;
           timer = setTimeout(() => {
-            timedOut = new AttemptTimeout(job, item, timeoutMs);
-            attemptSignal().abort(timedOut);
+            context.timeOut(new AttemptTimeout(job, item, timeoutMs));
             // Code that ignores its signal cannot be stopped from here: the item stays locked until
             // it returns (never two runs of an item at once), and operators are told why.
             timer = setTimeout(() => {
-              logger().warn({ timeoutMs, overMs: TIMEOUT_WARN_AFTER_MS }, 'job code ignores its abort signal after its timeout; the item stays locked until it returns');
+              context.logger().warn({ timeoutMs, overMs: TIMEOUT_WARN_AFTER_MS }, 'job code ignores its abort signal after its timeout; the item stays locked until it returns');
             }, TIMEOUT_WARN_AFTER_MS);
             timer.unref();
           }, timeoutMs);
@@ -193,10 +259,9 @@ export class HandlerCalls {
           if (err instanceof ExecutionFailure) report = err.report;
         } finally {
           clearTimeout(timer);
-          stopListening?.();
-          stopListening = undefined;
-          controller = undefined;
+          context.endAttempt();
         }
+        const { attempt, timedOut } = context;
         const durationMs = Date.now() - started;
         // Code that ended after its timeout overran, however it ended.
         if (timedOut && !failed) {
@@ -214,19 +279,19 @@ export class HandlerCalls {
         if (status === 'aborted' || attempt >= attempts) break;
         // Another attempt, on the same lock, after its back-off (a stop cuts the wait short).
         const wait = backoffBefore(config.retry!, attempt + 1);
-        logger().warn({ err: error, attempt, attempts, retryInMs: wait }, 'job execution failed; retrying');
+        context.logger().warn({ err: error, attempt, attempts, retryInMs: wait }, 'job execution failed; retrying');
         if (!(await sleepUnless(wait, stopAll))) {
           outcome = { status: 'aborted', error, durationMs: Date.now() - started, attempts: attempt };
           break;
         }
-        attempt += 1;
+        context.nextAttempt();
       }
-      if (outcome.status === 'failed' || outcome.status === 'timeout') await this.handleError(definition, config, outcome, context, request, started, logger);
+      if (outcome.status === 'failed' || outcome.status === 'timeout') await this.handleError(definition, config, outcome, context, request, started);
     } finally {
       // The code is over: its place is free while the release makes its round trip.
       freePlace();
     }
-    return { outcome, started, context, logger, ...(report && { report }) };
+    return { outcome, started, context, ...(report && { report }) };
   }
 
   /**
@@ -238,7 +303,7 @@ export class HandlerCalls {
     const outcome = status === run.outcome.status ? run.outcome : { ...run.outcome, status };
     this.recordEnd(request, { status, reason, attempts: outcome.attempts, startedAt: run.started, durationMs: outcome.durationMs, error: outcome.error, report: run.report });
     const { afterExecute } = definition.listeners;
-    if (afterExecute) await callListener(() => afterExecute(run.context, outcome), run.logger);
+    if (afterExecute) await callListener(() => afterExecute(run.context, outcome), () => run.context.logger());
   }
 
   /** Records a request that did not run, and why. */
@@ -271,20 +336,19 @@ export class HandlerCalls {
     definition: ResolvedJobDefinition,
     config: JobConfig,
     outcome: ExecutionOutcome,
-    context: ShardingContext,
+    context: ItemContext,
     request: ExecutionRequest,
     started: number,
-    log: () => Logger,
   ): Promise<void> {
     const handler = definition.errorHandler;
     const error = outcome.error;
     if (handler === 'IGNORE') return;
     if (handler === 'LOG' || handler === 'THROW') {
-      log().error({ err: error, attempts: outcome.attempts, status: outcome.status }, 'job execution failed');
+      context.logger().error({ err: error, attempts: outcome.attempts, status: outcome.status }, 'job execution failed');
       return;
     }
     if (typeof handler === 'object') {
-      log().error({ err: error, attempts: outcome.attempts, status: outcome.status }, 'job execution failed; reporting it to the webhook');
+      context.logger().error({ err: error, attempts: outcome.attempts, status: outcome.status }, 'job execution failed; reporting it to the webhook');
       const status = outcome.status === 'timeout' ? 'timeout' : 'failed';
       const record = executionRecord(request, this.ctx.instanceId, { status, attempts: outcome.attempts, startedAt: started, durationMs: outcome.durationMs, error });
       this.ctx.webhooks?.send(handler.webhook, { event: 'execution:failed', record, jobParameter: config.jobParameter, shardingParameter: context.shardingParameter }, handler.timeoutMs);
@@ -293,7 +357,7 @@ export class HandlerCalls {
     try {
       await handler(error, context);
     } catch (err) {
-      log().error({ err, original: error }, 'the job error handler threw');
+      context.logger().error({ err, original: error }, 'the job error handler threw');
     }
   }
 }

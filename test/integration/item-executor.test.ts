@@ -210,13 +210,24 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
 
   it('gives the handler its context', async () => {
     let seen: ShardingContext | undefined;
-    const a = await instance('a', (ctx) => void (seen = ctx));
+    let owned = true;
+    const a = await instance('a', (ctx) => void (seen = ctx), { owns: (client, sessionId) => owned && client.sessionId === sessionId });
     await expect(a.run(5000)).resolves.toBe('completed');
     expect(seen).toMatchObject({ jobName: JOB, shardingItem: 0, shardingParameter: 'A', shardingTotalCount: 2, fireTime: 5000, source: 'NORMAL', instanceId: 'a', taskId: `${JOB}@-@5000@-@0@-@a` });
     expect(typeof seen!.log.info).toBe('function');
     expect(seen!.signal.aborted).toBe(false);
     // After the run the session is still ours: the check passes.
     expect(() => seen!.assertOwnership()).not.toThrow();
+    // Taken off the context, as job code may: each still answers for this execution.
+    const { assertOwnership, attempt, signal, log } = seen!;
+    expect(() => assertOwnership()).not.toThrow();
+    expect([attempt, signal.aborted, typeof log.info]).toEqual([1, false, 'function']);
+    // The context shows its data and nothing of the execution's own state.
+    expect(Object.keys(seen!).sort()).toEqual(['fireTime', 'instanceId', 'jobName', 'jobParameter', 'shardingItem', 'shardingParameter', 'shardingTotalCount', 'source', 'taskId']);
+    // Once the item may be someone else's, the check throws NOT_OWNER, the destructured one too.
+    owned = false;
+    expect(() => seen!.assertOwnership()).toThrow(expect.objectContaining({ code: ErrorCodes.NOT_OWNER }));
+    expect(() => assertOwnership()).toThrow(expect.objectContaining({ code: ErrorCodes.NOT_OWNER }));
   });
 
   it('locks without reading the item while its completed fires are as it last saw them, and reads them again once another instance changed them', async () => {
