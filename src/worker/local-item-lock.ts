@@ -22,7 +22,7 @@ export class LocalItemLock implements ItemLock {
    * ZooKeeper's item node keeps them with monitorExecution): 32 numbers per item this process ran,
    * whatever the throughput.
    */
-  private readonly completed = new Map<string, readonly number[]>();
+  private readonly completed = new Map<string, number[]>();
 
   /** `onReleased`: a hold of this process on the item ended. */
   constructor(private readonly onReleased: (key: string) => void) {}
@@ -42,7 +42,7 @@ export class LocalItemLock implements ItemLock {
 
   async release(request: ExecutionRequest, _hold: Hold, options?: ReleaseOptions): Promise<Released> {
     const key = itemKey(request);
-    if (options?.completed) this.completed.set(key, withCompletedFire(this.completed.get(key) ?? [], request.fireTime));
+    if (options?.completed) this.addCompleted(key, request.fireTime);
     this.running.delete(key);
     this.onReleased(key);
     return { recorded: true, mark: undefined };
@@ -62,6 +62,25 @@ export class LocalItemLock implements ItemLock {
 
   knownCompleted(key: string, fireTime: number): boolean {
     return this.completed.get(key)?.includes(fireTime) === true;
+  }
+
+  /**
+   * Adds the fire to the item's list in place, as {@link withCompletedFire} would to a copy: a new
+   * list per run outlived the young generation (it is kept until the item's next fire) and filled
+   * the old one. The list is only read while no run of this process holds the item, or by that
+   * run before its release (a hold's `done`), so nothing sees it change.
+   */
+  private addCompleted(key: string, fireTime: number): void {
+    const list = this.completed.get(key);
+    if (!list) {
+      this.completed.set(key, withCompletedFire([], fireTime));
+      return;
+    }
+    const at = list.indexOf(fireTime);
+    if (at >= 0) list.splice(at, 1);
+    list.push(fireTime);
+    // One at a time: shift returns the element, where splice would make an array of it.
+    while (list.length > COMPLETED_FIRES_KEPT) list.shift();
   }
 
   forgetJob(job: string): void {
