@@ -81,12 +81,24 @@ class AttemptTimeout extends ShardcronError {
 }
 
 /**
+ * What the call does with its ItemContext beyond what job code may: set by the class's static block,
+ * so that none of it is a member of the object job code gets.
+ */
+let execution: {
+  logger(context: ItemContext): Logger;
+  timeOut(context: ItemContext, timeout: AttemptTimeout): void;
+  timedOut(context: ItemContext): AttemptTimeout | undefined;
+  endAttempt(context: ItemContext): void;
+  nextAttempt(context: ItemContext): void;
+};
+
+/**
  * The ShardingContext of one execution. Its data are plain fields; `attempt`, `signal`, `log` and
  * `assertOwnership` are accessors on the prototype over the execution's private state, made when
  * first asked for. An object literal with accessors and closures made six functions, their
  * accessor pairs and a closure context per execution, all kept until the run's finish, after the
  * release's round trip: long enough, at thousands of items a second, to leave the young generation
- * and fill the old one. The methods below the accessors are the call's own, not the job code's.
+ * and fill the old one. What the call itself does with it goes through `execution`, not through members job code could reach.
  */
 class ItemContext implements ShardingContext {
   readonly jobName: string;
@@ -128,11 +140,11 @@ class ItemContext implements ShardingContext {
   }
 
   get signal(): AbortSignal {
-    return this.attemptSignal().signal;
+    return this.#attemptSignal().signal;
   }
 
   get log(): Logger {
-    return this.logger();
+    return this.#logger();
   }
 
   /** A function of its own (made once), so that it also works taken off the context. */
@@ -146,30 +158,25 @@ class ItemContext implements ShardingContext {
   }
 
   /** The execution's logger: a pino child, made when first asked for. */
-  logger(): Logger {
+  #logger(): Logger {
     return (this.#log ??= this.#calls.log.child({ job: this.jobName, item: this.shardingItem, fireTime: this.fireTime }));
   }
 
   /** The attempt timed out: its signal aborts with `timeout`. */
-  timeOut(timeout: AttemptTimeout): void {
+  #timeOut(timeout: AttemptTimeout): void {
     this.#timedOut = timeout;
-    this.attemptSignal().abort(timeout);
-  }
-
-  /** Why the attempt timed out, if it did. */
-  get timedOut(): AttemptTimeout | undefined {
-    return this.#timedOut;
+    this.#attemptSignal().abort(timeout);
   }
 
   /** The attempt ended: its signal (if one was made) stops listening to the worker's. */
-  endAttempt(): void {
+  #endAttempt(): void {
     this.#stopListening?.();
     this.#stopListening = undefined;
     this.#controller = undefined;
   }
 
   /** The next attempt begins. */
-  nextAttempt(): void {
+  #nextAttempt(): void {
     this.#attempt += 1;
     this.#timedOut = undefined;
   }
@@ -178,7 +185,7 @@ class ItemContext implements ShardingContext {
    * The attempt's controller, made when first asked for: an AbortController with its listener on the
    * worker's signal costs more than a no-op handler.
    */
-  private attemptSignal(): AbortController {
+  #attemptSignal(): AbortController {
     if (!this.#controller) {
       const made = new AbortController();
       this.#controller = made;
@@ -188,6 +195,16 @@ class ItemContext implements ShardingContext {
       else this.#stopListening = onAbort(stopAll, () => made.abort(stopAll.reason));
     }
     return this.#controller;
+  }
+
+  static {
+    execution = {
+      logger: (context) => context.#logger(),
+      timeOut: (context, timeout) => context.#timeOut(timeout),
+      timedOut: (context) => context.#timedOut,
+      endAttempt: (context) => context.#endAttempt(),
+      nextAttempt: (context) => context.#nextAttempt(),
+    };
   }
 }
 
@@ -230,7 +247,7 @@ export class HandlerCalls {
     const { beforeExecute } = definition.listeners;
     const started = Date.now();
     this.ctx.record({ event: 'start', job, fireTime, item, instanceId: this.ctx.instanceId, source, at: started });
-    if (beforeExecute) await callListener(() => beforeExecute(context), () => context.logger());
+    if (beforeExecute) await callListener(() => beforeExecute(context), () => execution.logger(context));
     const attempts = config.retry?.attempts ?? 1;
     let outcome: ExecutionOutcome;
     let report: ExecutorReport | undefined;
@@ -240,11 +257,11 @@ export class HandlerCalls {
         if (config.timeoutMs !== undefined) {
           const timeoutMs = config.timeoutMs;
           timer = setTimeout(() => {
-            context.timeOut(new AttemptTimeout(job, item, timeoutMs));
+            execution.timeOut(context, new AttemptTimeout(job, item, timeoutMs));
             // Code that ignores its signal cannot be stopped from here: the item stays locked until
             // it returns (never two runs of an item at once), and operators are told why.
             timer = setTimeout(() => {
-              context.logger().warn({ timeoutMs, overMs: TIMEOUT_WARN_AFTER_MS }, 'job code ignores its abort signal after its timeout; the item stays locked until it returns');
+              execution.logger(context).warn({ timeoutMs, overMs: TIMEOUT_WARN_AFTER_MS }, 'job code ignores its abort signal after its timeout; the item stays locked until it returns');
             }, TIMEOUT_WARN_AFTER_MS);
             timer.unref();
           }, timeoutMs);
@@ -259,9 +276,10 @@ export class HandlerCalls {
           if (err instanceof ExecutionFailure) report = err.report;
         } finally {
           clearTimeout(timer);
-          context.endAttempt();
+          execution.endAttempt(context);
         }
-        const { attempt, timedOut } = context;
+        const { attempt } = context;
+        const timedOut = execution.timedOut(context);
         const durationMs = Date.now() - started;
         // Code that ended after its timeout overran, however it ended.
         if (timedOut && !failed) {
@@ -279,12 +297,12 @@ export class HandlerCalls {
         if (status === 'aborted' || attempt >= attempts) break;
         // Another attempt, on the same lock, after its back-off (a stop cuts the wait short).
         const wait = backoffBefore(config.retry!, attempt + 1);
-        context.logger().warn({ err: error, attempt, attempts, retryInMs: wait }, 'job execution failed; retrying');
+        execution.logger(context).warn({ err: error, attempt, attempts, retryInMs: wait }, 'job execution failed; retrying');
         if (!(await sleepUnless(wait, stopAll))) {
           outcome = { status: 'aborted', error, durationMs: Date.now() - started, attempts: attempt };
           break;
         }
-        context.nextAttempt();
+        execution.nextAttempt(context);
       }
       if (outcome.status === 'failed' || outcome.status === 'timeout') await this.handleError(definition, config, outcome, context, request, started);
     } finally {
@@ -303,7 +321,7 @@ export class HandlerCalls {
     const outcome = status === run.outcome.status ? run.outcome : { ...run.outcome, status };
     this.recordEnd(request, { status, reason, attempts: outcome.attempts, startedAt: run.started, durationMs: outcome.durationMs, error: outcome.error, report: run.report });
     const { afterExecute } = definition.listeners;
-    if (afterExecute) await callListener(() => afterExecute(run.context, outcome), () => run.context.logger());
+    if (afterExecute) await callListener(() => afterExecute(run.context, outcome), () => execution.logger(run.context));
   }
 
   /** Records a request that did not run, and why. */
@@ -344,11 +362,11 @@ export class HandlerCalls {
     const error = outcome.error;
     if (handler === 'IGNORE') return;
     if (handler === 'LOG' || handler === 'THROW') {
-      context.logger().error({ err: error, attempts: outcome.attempts, status: outcome.status }, 'job execution failed');
+      execution.logger(context).error({ err: error, attempts: outcome.attempts, status: outcome.status }, 'job execution failed');
       return;
     }
     if (typeof handler === 'object') {
-      context.logger().error({ err: error, attempts: outcome.attempts, status: outcome.status }, 'job execution failed; reporting it to the webhook');
+      execution.logger(context).error({ err: error, attempts: outcome.attempts, status: outcome.status }, 'job execution failed; reporting it to the webhook');
       const status = outcome.status === 'timeout' ? 'timeout' : 'failed';
       const record = executionRecord(request, this.ctx.instanceId, { status, attempts: outcome.attempts, startedAt: started, durationMs: outcome.durationMs, error });
       this.ctx.webhooks?.send(handler.webhook, { event: 'execution:failed', record, jobParameter: config.jobParameter, shardingParameter: context.shardingParameter }, handler.timeoutMs);
@@ -357,7 +375,7 @@ export class HandlerCalls {
     try {
       await handler(error, context);
     } catch (err) {
-      context.logger().error({ err, original: error }, 'the job error handler threw');
+      execution.logger(context).error({ err, original: error }, 'the job error handler threw');
     }
   }
 }

@@ -375,10 +375,11 @@ export class LeaseItemLock implements ItemLock {
   /**
    * The watcher of every lease's node, one function for all: one per lease (a closure, its context,
    * and the bound function the client wraps it in) took about 250 bytes a lease. The lease is found
-   * by the node's path. A deletion found this way is the current lease's node's: ZooKeeper delivers
-   * the notice of a deletion before the answer to it, and a lease of ours replaces an earlier one
-   * only after the earlier one's delete was answered (`leaving`), so a notice never outlives the
-   * lease whose node it is about.
+   * by the node's path. A notice is always about the lease in the map, if any: the client hands it
+   * over as it reads it off the connection, before the answer to any later request of the session,
+   * so before anything that would put a newer lease of the item in the map; a notice that comes while
+   * our own delete is under way finds the lease `leaving`; and the client of a session that ended
+   * re-arms no watches and hands over nothing.
    */
   private readonly nodeWatcher: ZkWatcher = (event) => {
     if (event.type !== 'deleted') return;

@@ -67,8 +67,9 @@ export class LocalItemLock implements ItemLock {
   /**
    * Adds the fire to the item's list in place, as {@link withCompletedFire} would to a copy: a new
    * list per run outlived the young generation (it is kept until the item's next fire) and filled
-   * the old one. The list is only read while no run of this process holds the item, or by that
-   * run before its release (a hold's `done`), so nothing sees it change.
+   * the old one. The change is made at once, as the copy's `set` was, so a reader (`knownCompleted`)
+   * sees the list before or after it; and a hold's `done`, the same array, is read by its run before
+   * that run's release, while no other run of this process holds the item.
    */
   private addCompleted(key: string, fireTime: number): void {
     const list = this.completed.get(key);
