@@ -6,7 +6,7 @@ import { LeaderService } from './leader/leader-service';
 import type { ConsoleRole } from './ops/console-role';
 import { loadEnvConfig, type Role, type ShardcronEnvConfig } from './shared/config/env-config';
 import type { ResolvedJobDefinition } from './shared/config/job-definition';
-import { applyHeapGrowth, DEFAULT_HEAP_GROWTH_PERCENT } from './shared/heap-growth';
+import { applyHeapGrowth, defaultHeapGrowthPercent } from './shared/heap-growth';
 import { closeStep } from './shared/close-step';
 import { createLogger, type Logger } from './shared/logger';
 import { ZkClient } from './shared/zk';
@@ -49,7 +49,7 @@ export interface StartNodeOptions {
   serverRetentionMs?: number;
   /** On close, how long running executions may take before they are aborted. */
   shutdownGraceMs?: number;
-  /** V8's heap growing percent for this process (SHARDCRON_HEAP_GROWTH_PERCENT); 0 keeps V8's policy; unset: 50. */
+  /** V8's heap growing percent for this process (SHARDCRON_HEAP_GROWTH_PERCENT); 0 keeps V8's policy; unset: 50 with the scheduler role, else 30. */
   heapGrowthPercent?: number;
   /** The console role's address and tokens; each field replaces its SHARDCRON_OPS_* variable. Port 0: any free port. */
   ops?: { host?: string; port?: number; token?: string; readToken?: string };
@@ -85,7 +85,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
   const instanceId = options.instanceId ?? env.instanceId ?? `${ip}@-@${process.pid}`;
   const namespace = options.namespace ?? env.namespace;
   const log = logger.child({ ns: namespace, instanceId });
-  const heap = applyHeapGrowth(options.heapGrowthPercent ?? env.heapGrowthPercent ?? DEFAULT_HEAP_GROWTH_PERCENT);
+  const heap = applyHeapGrowth(options.heapGrowthPercent ?? env.heapGrowthPercent ?? defaultHeapGrowthPercent(roles));
   if (heap.kind === 'node-flag') log.debug({ flag: heap.flag }, 'heap growth left to the node flag');
   const cleanups: Array<{ step: string; run: () => Promise<unknown> }> = [];
   let closing: Promise<void> | undefined;

@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import v8 from 'node:v8';
 import path from 'node:path';
-import { applyHeapGrowth, DEFAULT_HEAP_GROWTH_PERCENT, heapGrowthNow, LOADING_HEAP_GROWTH_PERCENT, tightenHeapGrowth } from '../../src/shared/heap-growth';
+import { applyHeapGrowth, DEFAULT_HEAP_GROWTH_PERCENT, defaultHeapGrowthPercent, heapGrowthNow, LOADING_HEAP_GROWTH_PERCENT, tightenHeapGrowth } from '../../src/shared/heap-growth';
 
 const CHURN = path.join(__dirname, '..', 'fixtures', 'heap-churn.ts');
 
@@ -23,8 +23,13 @@ describe('applyHeapGrowth', () => {
     }
   });
 
-  it('defaults to 50% on every node', () => {
+  it('defaults to 50% on a node with the scheduler role, 30% on the others', () => {
     expect(DEFAULT_HEAP_GROWTH_PERCENT).toBe(50);
+    expect(defaultHeapGrowthPercent(['scheduler'])).toBe(50);
+    expect(defaultHeapGrowthPercent(['worker', 'scheduler', 'console'])).toBe(50);
+    expect(defaultHeapGrowthPercent(['worker'])).toBe(30);
+    expect(defaultHeapGrowthPercent(['worker', 'console'])).toBe(30);
+    expect(defaultHeapGrowthPercent(['console'])).toBe(30);
   });
 
   it('holds the heap tighter while a load lasts, nested holds included, and gives the percent set back', () => {
