@@ -8,7 +8,7 @@
  */
 import type { JobConfig } from '../shared/config/job-config';
 import type { ExecutionRequest } from '../shared/registry/execution-request';
-import { COMPLETED_FIRES_KEPT, withCompletedFire } from '../shared/registry/completed-fires';
+import { addCompletedFire } from '../shared/registry/completed-fires';
 import { itemKey, jobOfItemKey, type AcquireOptions, type Acquired, type Hold, type ItemLock, type MisfireMark, type Released, type ReleaseOptions } from './item-lock';
 
 /** {@link ItemLock} within this process. */
@@ -65,23 +65,15 @@ export class LocalItemLock implements ItemLock {
   }
 
   /**
-   * Adds the fire to the item's list in place, as {@link withCompletedFire} would to a copy: a new
-   * list per run outlived the young generation (it is kept until the item's next fire) and filled
-   * the old one. The change is made at once, as the copy's `set` was, so a reader (`knownCompleted`)
-   * sees the list before or after it; and a hold's `done`, the same array, is read by its run before
-   * that run's release, while no other run of this process holds the item.
+   * Adds the fire to the item's list in place (a new list per run was kept until the item's next
+   * fire and filled the old generation). `knownCompleted` sees the list before or after the change;
+   * a hold's `done`, the same array, is read by its run before that run's release, while no other
+   * run of this process holds the item.
    */
   private addCompleted(key: string, fireTime: number): void {
-    const list = this.completed.get(key);
-    if (!list) {
-      this.completed.set(key, withCompletedFire([], fireTime));
-      return;
-    }
-    const at = list.indexOf(fireTime);
-    if (at >= 0) list.splice(at, 1);
-    list.push(fireTime);
-    // One at a time: shift returns the element, where splice would make an array of it.
-    while (list.length > COMPLETED_FIRES_KEPT) list.shift();
+    let list = this.completed.get(key);
+    if (!list) this.completed.set(key, (list = []));
+    addCompletedFire(list, fireTime);
   }
 
   forgetJob(job: string): void {

@@ -1,5 +1,5 @@
 import v8 from 'node:v8';
-import { COMPLETED_FIRES_KEPT, formatCompletedFires, parseCompletedFires, withCompletedFire, mergeCompletedFires } from '../../src/shared/registry/completed-fires';
+import { addCompletedFire, COMPLETED_FIRES_KEPT, formatCompletedFires, parseCompletedFires, withCompletedFire, mergeCompletedFires } from '../../src/shared/registry/completed-fires';
 
 const BASE = Date.UTC(2026, 10, 22, 1, 0, 0);
 const buf = (text: string) => Buffer.from(text, 'utf8');
@@ -78,5 +78,12 @@ describe('completed fires', () => {
     const added = withCompletedFire(boxed, BASE + 3_000);
     expect(added).toEqual([BASE, BASE + 1_000, BASE + 3_000]);
     expect(unboxed(added)).toBe(true);
+    // In place: the same array, full at the count, the newest last, unboxed.
+    const list: number[] = [];
+    for (let i = 0; i < 40; i += 1) addCompletedFire(list, BASE + i * 1_000);
+    addCompletedFire(list, BASE + 20_000);
+    expect(list).toEqual([...Array.from({ length: 32 }, (_, i) => BASE + (8 + i) * 1_000).filter((f) => f !== BASE + 20_000), BASE + 20_000]);
+    expect(list).toHaveLength(COMPLETED_FIRES_KEPT);
+    expect(unboxed(list)).toBe(true);
   });
 });
