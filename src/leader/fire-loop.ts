@@ -16,7 +16,7 @@ import type { Clock, DueJob } from './fire-timer';
 import type { LeaderElection } from './leader-election';
 import type { QueueMoves } from './queue-moves';
 import type { ScheduleCache } from '../shared/cron/schedule-cache';
-import type { TaskChain } from './task-chain';
+import type { Lane, TaskChain } from './task-chain';
 
 /** Jobs planned at the same time in one tick (only a reshard makes planning wait for reads). */
 const PLANS_AT_ONCE = 32;
@@ -110,6 +110,19 @@ export interface FireLoopDeps {
 class Holds {
   readonly pending = new Set<string>();
   readonly fires = new Map<string, number[]>();
+  /**
+   * Jobs with an enqueue waiting in the chain's lane behind, and how many: an enqueue of a later
+   * fire of theirs is queued behind it, never ahead, so each job's enqueues go in fire order.
+   */
+  readonly enqueuesBehind = new Map<string, number>();
+
+  countEnqueues(plans: readonly FirePlan[], by: 1 | -1): void {
+    for (const { job } of plans) {
+      const count = (this.enqueuesBehind.get(job) ?? 0) + by;
+      if (count > 0) this.enqueuesBehind.set(job, count);
+      else this.enqueuesBehind.delete(job);
+    }
+  }
 
   hold(job: string, fireTimes: readonly number[]): void {
     const known = this.fires.get(job);
@@ -196,7 +209,7 @@ export class FireLoop {
         if (known) known.fireTimes = sortedFires([...known.fireTimes, ...d.fireTimes]);
         else waiting.due.set(d.job, { ...d, fireTimes: [...d.fireTimes] });
       }
-      return this.deps.chain.idle();
+      return Promise.resolve();
     }
     const tick: WaitingTick = { due: new Map(due.map((d) => [d.job, d])), earliest: due.reduce((min, d) => Math.min(min, d.fireTimes[0]), Number.POSITIVE_INFINITY) };
     this.waitingTick = tick;
@@ -369,11 +382,12 @@ export class FireLoop {
 
   /**
    * Plans and dispatches the first chunk of `runs` (the first `whole` of them at least), then
-   * queues the rest on the chain behind what came due meanwhile, and the fires held back for the
-   * chunk's jobs right behind it. `holds` are those of the leadership that decided the runs. A
-   * chunk that fails (a read while resharding, an enqueue) still lets the rest and the held fires go.
+   * queues the rest in the chain's lane behind, where the ticks of frequent jobs pass it, and the
+   * fires held back for the chunk's jobs after it in its own `lane`. `holds` are those of the
+   * leadership that decided the runs. A chunk that fails (a read while resharding, an enqueue)
+   * still lets the rest and the held fires go.
    */
-  private async dispatchChunk(runs: readonly Run[], epoch: number, started: number, holds: Holds, whole = 0): Promise<void> {
+  private async dispatchChunk(runs: readonly Run[], epoch: number, started: number, holds: Holds, whole = 0, lane: Lane = 'first'): Promise<void> {
     const size = this.chunkLength(runs, whole);
     const chunk = runs.slice(0, size);
     const rest = runs.slice(size);
@@ -399,19 +413,20 @@ export class FireLoop {
         }
       });
       if (failed) this.retryMissed();
-      await this.dispatch(planned.filter((p): p is FirePlan => p !== undefined), started);
+      await this.dispatch(planned.filter((p): p is FirePlan => p !== undefined), started, lane, holds);
     } finally {
-      this.releaseHeld(chunk.map((run) => run.job), holds);
-      if (rest.length > 0) void this.deps.chain.run(() => this.resumeChunks(rest, epoch, holds), 'fire tick failed');
+      this.releaseHeld(chunk.map((run) => run.job), holds, lane);
+      // What is left are jobs that may be split (never-split ones all went in the first chunk): behind the ticks that come due.
+      if (rest.length > 0) void this.deps.chain.run(() => this.resumeChunks(rest, epoch, holds), 'fire tick failed', 'behind');
     }
   }
 
   /**
-   * Queues, next on the chain, a tick of the fires held back for `jobs` while an earlier fire of
-   * theirs waited in a chunk. Fires due for them before it runs join it (they are still held); a
+   * Queues, in `lane` (the chunk's), a tick of the fires held back for `jobs` while an earlier fire
+   * of theirs waited in a chunk. Fires due for them before it runs join it (they are still held); a
    * job whose fire was missed meanwhile keeps them for its catch-up.
    */
-  private releaseHeld(jobs: readonly string[], holds: Holds): void {
+  private releaseHeld(jobs: readonly string[], holds: Holds, lane: Lane): void {
     const released = jobs.filter((job) => holds.fires.has(job) && !holds.pending.has(job));
     if (released.length === 0) return;
     void this.deps.chain.run(async () => {
@@ -422,7 +437,7 @@ export class FireLoop {
         due.push({ job, fireTimes: sortedFires(holds.take(job)), truncated: false });
       }
       if (due.length > 0) await this.tick(due);
-    }, 'fire tick failed');
+    }, 'fire tick failed', lane);
   }
 
   /** The rest of a tick, when its turn on the chain comes: dispatched if this process still leads in the epoch that decided it. */
@@ -444,10 +459,11 @@ export class FireLoop {
       }
       return;
     }
-    await this.dispatchChunk(runs, epoch, this.deps.clock.now(), holds);
+    await this.dispatchChunk(runs, epoch, this.deps.clock.now(), holds, 0, 'behind');
   }
 
-  private async dispatch(plans: FirePlan[], started: number): Promise<void> {
+  /** Ledgers `plans`, then enqueues them (in `lane`) a delivery lead before their fire time. */
+  private async dispatch(plans: FirePlan[], started: number, lane: Lane, holds: Holds): Promise<void> {
     if (plans.length === 0) return;
     const { dispatcher, election, jobs } = this.deps;
     try {
@@ -492,9 +508,27 @@ export class FireLoop {
     // stand between the fire and the handler.
     // A big fire's enqueue takes long: it begins as early as it takes, within the lead.
     for (const [fireTime, group] of byTime) {
-      const delivery = this.deps.lead.deliveryFor(requestCount(group));
-      await this.deps.chain.at(fireTime - delivery, () => this.release(group, generation), 'deferred enqueue failed');
+      const time = fireTime - this.deps.lead.deliveryFor(requestCount(group));
+      if (lane === 'behind') {
+        await this.enqueueBehind(time, group, generation, holds, true);
+        continue;
+      }
+      const { enqueuesBehind } = holds;
+      const after = enqueuesBehind.size === 0 ? [] : group.filter((plan) => enqueuesBehind.has(plan.job));
+      const ahead = after.length === 0 ? group : group.filter((plan) => !enqueuesBehind.has(plan.job));
+      if (ahead.length > 0) await this.deps.chain.at(time, () => this.release(ahead, generation), 'deferred enqueue failed');
+      if (after.length > 0) await this.enqueueBehind(time, after, generation, holds, false);
     }
+  }
+
+  /**
+   * Enqueues `plans` at `time` in the chain's lane behind, counted in `holds` until done; `inline`
+   * (the caller runs in that lane): at once if the time has passed.
+   */
+  private enqueueBehind(time: number, plans: FirePlan[], generation: number, holds: Holds, inline: boolean): Promise<void> {
+    holds.countEnqueues(plans, 1);
+    const release = () => this.release(plans, generation).finally(() => holds.countEnqueues(plans, -1));
+    return this.deps.chain.at(time, release, 'deferred enqueue failed', 'behind', inline);
   }
 
   /**

@@ -5,6 +5,7 @@
  * job's ledgers in fire order. Requests of jobs firing once a minute or less often are prioritized
  * in the queue while jobs firing more often exist.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
 import { defineJob } from '../../src';
 import type { RedisServer } from '../../src/dev/redis-server';
@@ -48,6 +49,7 @@ async function chunkedLeader(
   completedKept = 0,
   splitFromPeriodMs: number | 'default' = 0,
   tickChunkRequests?: number,
+  dispatchLeadMs?: number,
 ): Promise<{ leader: LeaderService; commits: Commits; close(): Promise<void> }> {
   const zkClient = await connectZk(zk.connectionString, { namespace: cluster.namespace, sessionTimeoutMs: 2_000 });
   const connection = createRedisClient({ url: redis.url }, { name: 'leader' });
@@ -61,6 +63,7 @@ async function chunkedLeader(
     ...(tickChunkRequests !== undefined && { tickChunkRequests }),
     completedKept,
     ...(splitFromPeriodMs !== 'default' && { tickSplitFromPeriodMs: splitFromPeriodMs }),
+    ...(dispatchLeadMs !== undefined && { dispatchLeadMs }),
   });
   const commits: Commits = [];
   const commit = leader.dispatcher.commit.bind(leader.dispatcher);
@@ -311,6 +314,61 @@ test('fires folded into one MISFIRE run when the leader falls a whole fire behin
     expect(cluster.starts('slow').filter((s) => event.fireTimes.includes(s.fireTime))).toEqual([]);
     const counted = (await metrics.registry.getSingleMetric('shardcron_misfires_total')!.get()).values.find((v) => v.labels.job === 'slow')?.value;
     expect(counted).toBeGreaterThanOrEqual(event.fireTimes.length);
+  } finally {
+    await close();
+  }
+});
+
+test("the enqueues of a big tick's later chunks let the ticks of frequent jobs go first", async () => {
+  const cluster = new TestCluster(zk, redis);
+  // Sixteen jobs every 4 s, split into chunks of one job-fire (the every-second job never is), and
+  // a lead of 800 ms: each such tick's sixteen chunks are ledgered well before their delivery time
+  // (300 ms before the fire), so their enqueues, slowed to 120 ms each, come due together and
+  // hold the chain for about 1.9 s; the every-second job's next tick comes due 200 ms after the fire.
+  const rare = Array.from({ length: 16 }, (_, i) => defineJob({ name: `r${i}`, cron: '0/4 * * * * ?', execute: () => undefined }));
+  const often = defineJob({ name: 'often', cron: '* * * * * ?', execute: () => undefined });
+  const { leader, close } = await chunkedLeader(cluster, 1, 0, 2_000, undefined, 800);
+  const enqueue = leader.dispatcher.enqueue.bind(leader.dispatcher);
+  jest.spyOn(leader.dispatcher, 'enqueue').mockImplementation(async (plans) => {
+    if (plans.some((p) => p.job !== 'often')) await sleep(120);
+    return enqueue(plans);
+  });
+  // When each fire of the every-second job was enqueued, from its fire time; when the rarer jobs'
+  // were (by fire time); and fires folded.
+  const enqueued: Array<[number, number]> = [];
+  const rareEnqueued = new Map<number, number[]>();
+  const oftenAt: number[] = [];
+  const coalesced: unknown[] = [];
+  leader.on('fire:dispatched', ({ job, fireTime }) => {
+    if (job === 'often') {
+      enqueued.push([fireTime, Date.now() - fireTime]);
+      oftenAt.push(Date.now());
+    } else rareEnqueued.set(fireTime, [...(rareEnqueued.get(fireTime) ?? []), Date.now()]);
+  });
+  leader.on('fire:coalesced', (event) => void coalesced.push(event));
+  try {
+    await cluster.start({ roles: ['worker'], jobs: [...rare, often], instanceId: 'w1' });
+    await leader.start();
+    const from = Date.now() + 2_000;
+    await cluster.waitForCompleteFires('r15', 1, from, 2, 20_000);
+    const counted = enqueued.filter(([fireTime]) => fireTime > from);
+    expect(counted.length).toBeGreaterThanOrEqual(6);
+    // Enqueued ahead of their fire, or a slowed enqueue (120 ms) after it at most; before, the
+    // fire after a 4-second one was enqueued about 600 ms late and the next one folded into it.
+    expect(counted.filter(([, late]) => late > 250)).toEqual([]);
+    expect(coalesced).toEqual([]);
+    // Every fire of the rarer jobs still dispatched and run, once.
+    const fires = await cluster.waitForCompleteFires('r15', 1, from, 2, 20_000);
+    // Their enqueues did pile up: an enqueue of the every-second job went between two of one fire's.
+    const passed = fires.some((fire) => {
+      const times = rareEnqueued.get(fire) ?? [];
+      return times.length === 16 && oftenAt.some((t) => t > Math.min(...times) && t < Math.max(...times));
+    });
+    expect(passed).toBe(true);
+    for (const job of rare.map((j) => j.name)) {
+      await waitFor(() => fires.every((f) => cluster.starts(job).some((s) => s.fireTime === f)), { message: `${job} ran` });
+      expect(cluster.starts(job).filter((s) => fires.includes(s.fireTime))).toHaveLength(2);
+    }
   } finally {
     await close();
   }
