@@ -37,6 +37,19 @@ export class FireAlarm {
     });
   }
 
+  /**
+   * The earliest wake time after `now` and no later than `now + withinMs` that has a request
+   * waiting for it, if any: a request that is to let that fire go first joins it (`wait`), behind
+   * the requests already held for it.
+   */
+  nextWake(now: number, withinMs: number): number | undefined {
+    let next: number | undefined;
+    for (const [at, waiters] of this.waiters) {
+      if (at > now && at <= now + withinMs && waiters.size > 0 && (next === undefined || at < next)) next = at;
+    }
+    return next;
+  }
+
   /** Wake times with a timer set (for tests and diagnostics). */
   get pending(): number {
     return this.waiters.size;

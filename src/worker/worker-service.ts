@@ -35,6 +35,14 @@ const TRANSIENT_RETRY_MS = 500;
  */
 const MAX_EARLY_HOLD_MS = 2_000;
 /**
+ * A prioritized request (its job fires once a minute or less often, and its namespace has jobs
+ * that fire more often: queue-pool.ts) taken when requests held here are due within this long
+ * waits for them and starts right after them. At a minute's burst the worker otherwise spends the
+ * last milliseconds before a fire of its frequent jobs starting and completing minute requests,
+ * and their timer comes late (docs/design-notes.md, "Frequent jobs while many fire at once").
+ */
+const YIELD_BEFORE_FIRE_MS = 50;
+/**
  * How often the consumers are checked for a stall, and how long they may take nothing while
  * requests are ready for them and places are free before they are replaced. A BullMQ consumer can
  * stay blocked for good after a Redis failover (its blocking connection never ready again:
@@ -639,7 +647,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     // it, and take the item lock meanwhile, so that at the fire time only the timer they share
     // stands before the handler.
     const ahead = early ? this.executor.lockAhead(request) : undefined;
-    const due = await this.alarm.wait(Math.min(request.fireTime, takenAt + MAX_EARLY_HOLD_MS), signal);
+    const due = await this.alarm.wait(early ? Math.min(request.fireTime, takenAt + MAX_EARLY_HOLD_MS) : this.yieldUntil(job, takenAt), signal);
     const lockedAhead = await ahead;
     if (!due || signal.aborted) {
       // Stopped meanwhile (session lost, forced shutdown): not run, so put back, as an abort is.
@@ -691,6 +699,14 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
       throw new ShardcronError(ErrorCodes.EXECUTION_FAILED, `job ${request.job} item ${request.item} ${status === 'timeout' ? 'timed out' : 'failed'}: ${why}`, { job: request.job, item: request.item }, { cause: error });
     }
     return status;
+  }
+
+  /**
+   * When a request already due starts: now, or, for a prioritized one, after the fire of frequent
+   * jobs held here that is due within YIELD_BEFORE_FIRE_MS (it wakes behind that fire's requests).
+   */
+  private yieldUntil(job: Job, now: number): number {
+    return (job.opts.priority && this.alarm.nextWake(now, YIELD_BEFORE_FIRE_MS)) || now;
   }
 
   /**

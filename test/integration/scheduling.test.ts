@@ -438,6 +438,42 @@ describe('prefetch', () => {
   });
 });
 
+describe('prioritized requests let a held fire go first', () => {
+  it('a prioritized request taken just before a fire held here starts right after that fire, an unprioritized one at once', async () => {
+    const at = new Map<string, number>();
+    const record = (ctx: { jobName: string }) => void at.set(ctx.jobName, Date.now());
+    const often = defineJob({ name: 'often', cron: everySecond, monitorExecution: false, execute: record });
+    const daily = ['rare', 'plain'].map((name) => defineJob({ name, cron: '0 0 3 * * ?', monitorExecution: false, execute: record }));
+    const worker = await cluster.start({ roles: ['worker'], jobs: [often, ...daily], instanceId: 'w1' });
+    const queue = new Queue(worker.worker!.queue!, { connection: { url: redis.url }, prefix: QUEUE_PREFIX });
+    const add = (job: string, fireTime: number, priority?: number) =>
+      queue.add(job, { job, item: 0, fireTime, source: 'NORMAL', epoch: 1 }, { jobId: `${job}|${fireTime}|0`, ...(priority && { priority }) });
+    const takenAt = async (job: string) => (await queue.getJobs(['completed'])).find((j) => j.name === job)?.processedOn;
+    try {
+      // The fire of 'often' is held here from 300 ms ahead; 'rare' (priority 1, as a daily job's in
+      // a namespace with every-second jobs) is due and taken 40 ms before it.
+      const fire = Math.ceil((Date.now() + 600) / 1_000) * 1_000;
+      await add('often', fire);
+      await sleep(fire - 40 - Date.now());
+      await add('rare', fire - 60_000, 1);
+      await waitFor(() => at.has('often') && at.has('rare'), { message: 'often and rare ran' });
+      expect(await takenAt('rare')).toBeLessThan(fire);
+      expect(at.get('often')).toBeGreaterThanOrEqual(fire);
+      expect(at.get('rare')).toBeGreaterThanOrEqual(at.get('often')!);
+      // With no priority, a due request runs as it is taken, held fire or not.
+      const next = fire + 2_000;
+      await add('often', next);
+      await sleep(next - 40 - Date.now());
+      await add('plain', next - 60_000);
+      await waitFor(() => at.has('plain') && at.get('often')! >= next, { message: 'often and plain ran' });
+      expect(await takenAt('plain')).toBeLessThan(next);
+      expect(at.get('plain')).toBeLessThan(next);
+    } finally {
+      await queue.close();
+    }
+  });
+});
+
 describe('dispatch ahead of the fire', () => {
   it('the ledger is written and the requests are enqueued before the nominal time, and no item starts before it', async () => {
     const job = defineJob({ name: 'ahead', cron: everySecond, shardingTotalCount: 2, execute: () => undefined });

@@ -53,4 +53,25 @@ describe('FireAlarm', () => {
     await jest.advanceTimersByTimeAsync(500);
     await expect(kept).resolves.toBe(true);
   });
+
+  it('names the earliest wake time within a bound that has requests held for it, which a later wait joins behind them', async () => {
+    const alarm = new FireAlarm();
+    const stop = new AbortController();
+    const kept = new AbortController().signal;
+    const order: string[] = [];
+    void alarm.wait(T0 + 30, stop.signal);
+    void alarm.wait(T0 + 40, kept).then(() => order.push('held'));
+    void alarm.wait(T0 + 200, kept);
+    expect(alarm.nextWake(T0, 50)).toBe(T0 + 30);
+    // A wake time whose every request stopped waiting is no fire to let go first.
+    stop.abort();
+    await Promise.resolve();
+    expect(alarm.nextWake(T0, 50)).toBe(T0 + 40);
+    expect(alarm.nextWake(T0, 39)).toBeUndefined();
+    expect(alarm.nextWake(T0 + 40, 50)).toBeUndefined();
+    expect(alarm.nextWake(T0 + 150, 50)).toBe(T0 + 200);
+    void alarm.wait(T0 + 40, kept).then(() => order.push('joined'));
+    await jest.advanceTimersByTimeAsync(40);
+    expect(order).toEqual(['held', 'joined']);
+  });
 });
