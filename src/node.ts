@@ -128,6 +128,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
         concurrency: options.concurrency ?? env.concurrency,
         ...(prefetch !== undefined && { prefetch }),
         ...(env.consumers !== undefined && { consumers: env.consumers }),
+        yieldBeforeFireMs: env.yieldBeforeFireMs,
         itemLease: itemLock === 'lease',
         shutdownGraceMs: options.shutdownGraceMs ?? env.shutdownGraceMs,
         history: { recentPerJob: env.historyRecent, ...(env.tracingPgUrl !== undefined && { tracingPgUrl: env.tracingPgUrl }) },

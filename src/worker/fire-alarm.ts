@@ -8,23 +8,25 @@ import { onAbort } from '../shared/abort-listeners';
  * before the next timer: the 100th item of a fire started after 99 completions, 30 ms late.
  */
 export class FireAlarm {
-  private readonly waiters = new Map<number, Set<() => void>>();
+  /** Per wake time: the requests held for it, and those that let it go first (woken after them). */
+  private readonly waiters = new Map<number, { held: Set<() => void>; behind: Set<() => void> }>();
 
   /**
    * Resolves true once the wall clock reaches `at`, or false as soon as `signal` aborts (true at
-   * once when `at` has passed).
+   * once when `at` has passed). `behind`: woken after every request held for `at` without it, even
+   * those that came later (a request that lets that fire go first).
    */
-  wait(at: number, signal: AbortSignal): Promise<boolean> {
+  wait(at: number, signal: AbortSignal, behind = false): Promise<boolean> {
     if (signal.aborted) return Promise.resolve(false);
     if (Date.now() >= at) return Promise.resolve(true);
     return new Promise((resolve) => {
       let waiters = this.waiters.get(at);
       if (!waiters) {
-        waiters = new Set();
+        waiters = { held: new Set(), behind: new Set() };
         this.waiters.set(at, waiters);
         this.arm(at);
       }
-      const group = waiters;
+      const group = behind ? waiters.behind : waiters.held;
       const wake = (): void => {
         stopListening();
         resolve(true);
@@ -38,14 +40,13 @@ export class FireAlarm {
   }
 
   /**
-   * The earliest wake time after `now` and no later than `now + withinMs` that has a request
-   * waiting for it, if any: a request that is to let that fire go first joins it (`wait`), behind
-   * the requests already held for it.
+   * The earliest wake time after `now` and no later than `now + withinMs` that has a request held
+   * for it, if any: a request that is to let that fire go first waits `behind` it.
    */
   nextWake(now: number, withinMs: number): number | undefined {
     let next: number | undefined;
-    for (const [at, waiters] of this.waiters) {
-      if (at > now && at <= now + withinMs && waiters.size > 0 && (next === undefined || at < next)) next = at;
+    for (const [at, { held }] of this.waiters) {
+      if (at > now && at <= now + withinMs && held.size > 0 && (next === undefined || at < next)) next = at;
     }
     return next;
   }
@@ -61,7 +62,9 @@ export class FireAlarm {
       if (Date.now() < at) return this.arm(at);
       const waiters = this.waiters.get(at);
       this.waiters.delete(at);
-      if (waiters) for (const wake of waiters) wake();
+      if (!waiters) return;
+      for (const wake of waiters.held) wake();
+      for (const wake of waiters.behind) wake();
     }, at - Date.now());
   }
 }

@@ -6,7 +6,7 @@ import { ItemRecords, leaseAskChannel, parseLeaseAsk } from '../shared/registry/
 import type { RedisTarget } from '../shared/redis/redis-target';
 import { ConfigError, ErrorCodes, ShardcronError, type FieldIssue } from '../shared/errors';
 import { WORKER_BOUNDS, type GenericJobType } from '../shared/config/env-config';
-import { executionRequestSchema } from '../shared/registry/execution-request';
+import { executionRequestSchema, type ExecutionRequest } from '../shared/registry/execution-request';
 import type { ResolvedJobDefinition } from '../shared/config/job-definition';
 import { silentLogger, type Logger } from '../shared/logger';
 import { DRAINED_FIELD, queuePrefix } from '../shared/registry/queue-names';
@@ -21,6 +21,8 @@ import { WorkerHistory, type WorkerHistoryOptions } from './worker-history';
 import type { ExecutionRecord } from '../shared/registry/execution-record';
 import { WorkerJobs } from './worker-jobs';
 
+/** WorkerServiceOptions.yieldBeforeFireMs's default. */
+const DEFAULT_YIELD_BEFORE_FIRE_MS = 50;
 /** How soon a failed-over request that found its item running tries again. */
 const FAILOVER_RETRY_MS = 200;
 /** Default prefetch: requests taken per handler place, and at most. */
@@ -34,14 +36,6 @@ const TRANSIENT_RETRY_MS = 500;
  * leader's (maxTimeDiffSeconds is the guard against worse).
  */
 const MAX_EARLY_HOLD_MS = 2_000;
-/**
- * A prioritized request (its job fires once a minute or less often, and its namespace has jobs
- * that fire more often: queue-pool.ts) taken when requests held here are due within this long
- * waits for them and starts right after them. At a minute's burst the worker otherwise spends the
- * last milliseconds before a fire of its frequent jobs starting and completing minute requests,
- * and their timer comes late (docs/design-notes.md, "Frequent jobs while many fire at once").
- */
-const YIELD_BEFORE_FIRE_MS = 50;
 /**
  * How often the consumers are checked for a stall, and how long they may take nothing while
  * requests are ready for them and places are free before they are replaced. A BullMQ consumer can
@@ -127,6 +121,15 @@ export interface WorkerServiceOptions {
   itemLease?: boolean;
   /** On close, how long running executions may take before they are aborted. Default 30000. */
   shutdownGraceMs?: number;
+  /**
+   * A prioritized request (its job fires once a minute or less often, and its namespace has jobs
+   * firing more often: queue-pool.ts) that is due when taken, and finds requests held here for a
+   * fire due within this long, waits for that fire and starts right after its requests (default
+   * 50 ms; 0: never). At a minute's burst the worker otherwise spends the last milliseconds before
+   * each fire of its frequent jobs starting and completing minute requests, and that fire's timer
+   * comes late (docs/design-notes.md, "Frequent jobs while many fire at once").
+   */
+  yieldBeforeFireMs?: number;
   /**
    * Where every execution's record goes besides the events: each job's recent list in Redis
    * (`recentPerJob` records kept, default 1,000; 0: no list) and, with `tracingPgUrl`, ElasticJob's traces in
@@ -647,7 +650,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     // it, and take the item lock meanwhile, so that at the fire time only the timer they share
     // stands before the handler.
     const ahead = early ? this.executor.lockAhead(request) : undefined;
-    const due = await this.alarm.wait(early ? Math.min(request.fireTime, takenAt + MAX_EARLY_HOLD_MS) : this.yieldUntil(job, takenAt), signal);
+    const yieldTo = early ? undefined : this.yieldTo(job, request, takenAt);
+    const due = await this.alarm.wait(early ? Math.min(request.fireTime, takenAt + MAX_EARLY_HOLD_MS) : (yieldTo ?? takenAt), signal, yieldTo !== undefined);
     const lockedAhead = await ahead;
     if (!due || signal.aborted) {
       // Stopped meanwhile (session lost, forced shutdown): not run, so put back, as an abort is.
@@ -702,11 +706,15 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   }
 
   /**
-   * When a request already due starts: now, or, for a prioritized one, after the fire of frequent
-   * jobs held here that is due within YIELD_BEFORE_FIRE_MS (it wakes behind that fire's requests).
+   * The fire a request already due lets go first (WorkerServiceOptions.yieldBeforeFireMs), if any:
+   * only a prioritized request of a fire's own run. Owed work (a failover, a catch-up, a request
+   * put back or deferred, one that waits for an older fire) goes at once: waiting, it would be
+   * invisible to its item's turns, and a newer fire locked ahead could run before it.
    */
-  private yieldUntil(job: Job, now: number): number {
-    return (job.opts.priority && this.alarm.nextWake(now, YIELD_BEFORE_FIRE_MS)) || now;
+  private yieldTo(job: Job, request: ExecutionRequest, now: number): number | undefined {
+    const window = this.options.yieldBeforeFireMs ?? DEFAULT_YIELD_BEFORE_FIRE_MS;
+    if (window === 0 || !job.opts.priority || request.source !== 'NORMAL' || request.catchUp || request.after !== undefined || request.waited || mustRunAgain(job)) return undefined;
+    return this.alarm.nextWake(now, window);
   }
 
   /**

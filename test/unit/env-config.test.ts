@@ -210,6 +210,13 @@ const cases: VariableCase[] = [
     invalid: [['0', 'out of range'], ['65', 'out of range'], ['four', 'not a decimal integer']],
   },
   {
+    name: 'SHARDCRON_YIELD_BEFORE_FIRE_MS',
+    read: (c) => c.yieldBeforeFireMs,
+    defaultValue: 50,
+    valid: [['0', 0], ['1000', 1000]],
+    invalid: [['-1', 'is negative'], ['1001', 'out of range'], ['50ms', 'not a decimal integer']],
+  },
+  {
     name: 'SHARDCRON_ITEM_LEASE',
     read: (c) => c.itemLease,
     defaultValue: undefined,
@@ -391,6 +398,7 @@ describe('loadEnvConfig', () => {
       redisUrl: 'redis://127.0.0.1:6379',
       roles: ['scheduler', 'worker', 'console'],
       concurrency: 10,
+      yieldBeforeFireMs: 50,
       warmStandby: true,
       serverRetentionMs: 600_000,
       ops: { host: '127.0.0.1', port: 8080 },

@@ -54,7 +54,7 @@ describe('FireAlarm', () => {
     await expect(kept).resolves.toBe(true);
   });
 
-  it('names the earliest wake time within a bound that has requests held for it, which a later wait joins behind them', async () => {
+  it('names the earliest wake time within a bound that has requests held for it; a wait behind it wakes after every request held for it', async () => {
     const alarm = new FireAlarm();
     const stop = new AbortController();
     const kept = new AbortController().signal;
@@ -70,8 +70,12 @@ describe('FireAlarm', () => {
     expect(alarm.nextWake(T0, 39)).toBeUndefined();
     expect(alarm.nextWake(T0 + 40, 50)).toBeUndefined();
     expect(alarm.nextWake(T0 + 150, 50)).toBe(T0 + 200);
-    void alarm.wait(T0 + 40, kept).then(() => order.push('joined'));
+    void alarm.wait(T0 + 40, kept, true).then(() => order.push('behind'));
+    // A request of that fire taken later still goes first; waits behind alone are no fire to let go.
+    void alarm.wait(T0 + 40, kept).then(() => order.push('held later'));
+    void alarm.wait(T0 + 45, kept, true);
+    expect(alarm.nextWake(T0 + 41, 200)).toBe(T0 + 200);
     await jest.advanceTimersByTimeAsync(40);
-    expect(order).toEqual(['held', 'joined']);
+    expect(order).toEqual(['held', 'held later', 'behind']);
   });
 });

@@ -74,6 +74,8 @@ export interface ShardcronEnvConfig {
   readonly prefetch?: number;
   /** BullMQ consumers the requests a worker takes at once are split over; unset: one per 8, at most 16. */
   readonly consumers?: number;
+  /** How long a due minute request lets a fire held in its worker go first (SHARDCRON_YIELD_BEFORE_FIRE_MS); 0: never. */
+  readonly yieldBeforeFireMs: number;
   /** monitorExecution's lock: a lease kept across fires, or per run (SHARDCRON_ITEM_LEASE); unset: the namespace's. */
   readonly itemLease?: boolean;
   /** The scheduler next in line loads every job before a takeover (SHARDCRON_WARM_STANDBY, default on). */
@@ -120,6 +122,7 @@ export const WORKER_BOUNDS = Object.freeze({
   concurrency: [1, 1_000] as const,
   prefetch: [0, 10_000] as const,
   consumers: [1, 64] as const,
+  yieldBeforeFireMs: [0, 1_000] as const,
 });
 
 function variable<N extends `SHARDCRON_${string}`>(name: N, def: string | undefined, description: string) {
@@ -165,6 +168,8 @@ export const ENV_VARIABLES = Object.freeze([
     'Requests one worker instance takes from its queue beyond its concurrency, 0-10000. Unset: ten per unit of concurrency, at most 1000. Such a request waits for its fire time (requests arrive up to 300 ms early, those of a fire of 2,000 requests or more up to 800 ms), its lock and a free handler, holding no handler meanwhile; with monitorExecution its item shows `running` from when its lock is taken.'),
   variable('SHARDCRON_CONSUMERS', undefined,
     'BullMQ consumers one worker instance splits the requests it takes at once (concurrency + prefetch) over, 1-64. Unset: one per 8 of concurrency, at most 16. Each fetches jobs one round trip at a time, so several start a fire\'s items sooner; each holds one Redis connection.'),
+  variable('SHARDCRON_YIELD_BEFORE_FIRE_MS', '50',
+    'Milliseconds, 0-1000. A request of a job firing once a minute or less often (prioritized while the namespace has faster jobs) that a worker takes when it is due already, while that worker holds requests for a fire due within this long, waits for that fire and starts right after its requests: at a whole minute the frequent jobs then start closer to their time. 0: such requests start at once.'),
   variable('SHARDCRON_ITEM_LEASE', undefined,
     'monitorExecution\'s lock. Unset: the lock the namespace records (`/.cluster/item-lock`); a namespace without one records it at its first worker\'s start: a lease, or the per-run lock while a worker of an earlier version runs in it. `on`: the lease (a worker keeps an item\'s `running` node across fires and records each run in Redis, no ZooKeeper request per run); `off`: the node created and deleted, and the run recorded in ZooKeeper, per run (docs/design-notes.md, "Item leases"). A value that differs from the namespace\'s stops the worker with an error: every worker of a namespace uses one lock. `shardcron item-lock` shows and switches it.'),
   variable('SHARDCRON_WARM_STANDBY', 'on',
@@ -249,6 +254,7 @@ const shape = {
   SHARDCRON_CONCURRENCY: withDefault('SHARDCRON_CONCURRENCY', integer(...WORKER_BOUNDS.concurrency)),
   SHARDCRON_PREFETCH: optional(integer(...WORKER_BOUNDS.prefetch)),
   SHARDCRON_CONSUMERS: optional(integer(...WORKER_BOUNDS.consumers)),
+  SHARDCRON_YIELD_BEFORE_FIRE_MS: withDefault('SHARDCRON_YIELD_BEFORE_FIRE_MS', integer(...WORKER_BOUNDS.yieldBeforeFireMs, ' (milliseconds)')),
   SHARDCRON_ITEM_LEASE: optional(oneOf(['on', 'off'] as const, 'value')),
   SHARDCRON_WARM_STANDBY: withDefault('SHARDCRON_WARM_STANDBY', oneOf(['on', 'off'] as const, 'value')),
   SHARDCRON_SERVER_RETENTION_MS: withDefault('SHARDCRON_SERVER_RETENTION_MS', integer(1000, 604_800_000, ' (milliseconds)')),
@@ -358,6 +364,7 @@ export const envSchema = z.preprocess(
     concurrency: env.SHARDCRON_CONCURRENCY,
     ...(env.SHARDCRON_PREFETCH !== undefined && { prefetch: env.SHARDCRON_PREFETCH }),
     ...(env.SHARDCRON_CONSUMERS !== undefined && { consumers: env.SHARDCRON_CONSUMERS }),
+    yieldBeforeFireMs: env.SHARDCRON_YIELD_BEFORE_FIRE_MS,
     ...(env.SHARDCRON_ITEM_LEASE !== undefined && { itemLease: env.SHARDCRON_ITEM_LEASE === 'on' }),
     warmStandby: env.SHARDCRON_WARM_STANDBY === 'on',
     serverRetentionMs: env.SHARDCRON_SERVER_RETENTION_MS,
