@@ -509,15 +509,12 @@ export class FireLoop {
     // A big fire's enqueue takes long: it begins as early as it takes, within the lead.
     for (const [fireTime, group] of byTime) {
       const time = fireTime - this.deps.lead.deliveryFor(requestCount(group));
-      if (lane === 'behind') {
-        await this.enqueueBehind(time, group, generation, holds, true);
-        continue;
-      }
+      // Behind: a chunk of the lane behind, and in the first lane a job with an enqueue still behind.
       const { enqueuesBehind } = holds;
-      const after = enqueuesBehind.size === 0 ? [] : group.filter((plan) => enqueuesBehind.has(plan.job));
-      const ahead = after.length === 0 ? group : group.filter((plan) => !enqueuesBehind.has(plan.job));
-      if (ahead.length > 0) await this.deps.chain.at(time, () => this.release(ahead, generation), 'deferred enqueue failed');
-      if (after.length > 0) await this.enqueueBehind(time, after, generation, holds, false);
+      const behind = lane === 'behind' ? group : enqueuesBehind.size === 0 ? [] : group.filter((plan) => enqueuesBehind.has(plan.job));
+      const first = behind.length === 0 ? group : behind === group ? [] : group.filter((plan) => !enqueuesBehind.has(plan.job));
+      if (first.length > 0) await this.deps.chain.at(time, () => this.release(first, generation), 'deferred enqueue failed');
+      if (behind.length > 0) await this.enqueueBehind(time, behind, generation, holds, lane === 'behind');
     }
   }
 

@@ -67,11 +67,11 @@ export class TaskChain {
    */
   async at(time: number, task: () => Promise<void>, failure: string, lane: Lane = 'first', inline = true): Promise<void> {
     const wait = time - this.clock.now();
-    if (wait <= 0 && !inline) {
+    if (wait <= 0) {
+      if (inline) return task().catch((err) => this.log.error({ err }, failure));
       void this.run(task, failure, lane);
       return;
     }
-    if (wait <= 0) return task().catch((err) => this.log.error({ err }, failure));
     const handle = this.clock.setTimeout(() => {
       this.deferred.delete(handle);
       void this.run(task, failure, lane);

@@ -5,7 +5,7 @@ import { createRedisClient, type RedisClient } from '../shared/redis/redis-conne
 import { ItemRecords, leaseAskChannel, parseLeaseAsk } from '../shared/registry/item-records';
 import type { RedisTarget } from '../shared/redis/redis-target';
 import { ConfigError, ErrorCodes, ShardcronError, type FieldIssue } from '../shared/errors';
-import { WORKER_BOUNDS, type GenericJobType } from '../shared/config/env-config';
+import { DEFAULT_YIELD_BEFORE_FIRE_MS, WORKER_BOUNDS, type GenericJobType } from '../shared/config/env-config';
 import { executionRequestSchema, type ExecutionRequest } from '../shared/registry/execution-request';
 import type { ResolvedJobDefinition } from '../shared/config/job-definition';
 import { silentLogger, type Logger } from '../shared/logger';
@@ -21,8 +21,6 @@ import { WorkerHistory, type WorkerHistoryOptions } from './worker-history';
 import type { ExecutionRecord } from '../shared/registry/execution-record';
 import { WorkerJobs } from './worker-jobs';
 
-/** WorkerServiceOptions.yieldBeforeFireMs's default. */
-const DEFAULT_YIELD_BEFORE_FIRE_MS = 50;
 /** How soon a failed-over request that found its item running tries again. */
 const FAILOVER_RETRY_MS = 200;
 /** Default prefetch: requests taken per handler place, and at most. */
@@ -79,6 +77,11 @@ const TRANSIENT_CODES: ReadonlySet<string> = new Set([
 /** Taken again after an abort put it back: it must run (see `process`). */
 function mustRunAgain(job: Job): boolean {
   return (job.attemptsStarted ?? 0) > 1 && (job.data as { waited?: unknown }).waited !== true;
+}
+
+/** Work the request owes rather than a fire's first try: a failover, a trigger, a catch-up, one that waited behind catch-up work or was put back. */
+function owedWork(job: Job, request: ExecutionRequest): boolean {
+  return request.source === 'FAILOVER' || request.source === 'TRIGGER' || request.catchUp === true || request.waited === true || mustRunAgain(job);
 }
 
 function isTransientError(err: unknown): boolean {
@@ -648,10 +651,11 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     this.adjustTaking(early, this.jobs.config(request.job).monitorExecution);
     // Requests arrive up to the leader's dispatch lead before their nominal time: hold them until
     // it, and take the item lock meanwhile, so that at the fire time only the timer they share
-    // stands before the handler.
+    // stands before the handler. A due one starts now, or right behind a fire it lets go first.
     const ahead = early ? this.executor.lockAhead(request) : undefined;
     const yieldTo = early ? undefined : this.yieldTo(job, request, takenAt);
-    const due = await this.alarm.wait(early ? Math.min(request.fireTime, takenAt + MAX_EARLY_HOLD_MS) : (yieldTo ?? takenAt), signal, yieldTo !== undefined);
+    const wakeAt = yieldTo ?? (early ? Math.min(request.fireTime, takenAt + MAX_EARLY_HOLD_MS) : takenAt);
+    const due = await this.alarm.wait(wakeAt, signal, yieldTo !== undefined);
     const lockedAhead = await ahead;
     if (!due || signal.aborted) {
       // Stopped meanwhile (session lost, forced shutdown): not run, so put back, as an abort is.
@@ -680,8 +684,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     }
     if (status === 'deferred') {
       // Waiting for its item behind catch-up work: a request that was not owed work says so.
-      const owed = request.source === 'FAILOVER' || request.source === 'TRIGGER' || request.catchUp || request.waited || mustRunAgain(job);
-      if (!owed) await job.updateData({ ...request, waited: true });
+      if (!owedWork(job, request)) await job.updateData({ ...request, waited: true });
       await job.moveToDelayed(Date.now() + FAILOVER_RETRY_MS, token);
       throw new DelayedError();
     }
@@ -707,13 +710,13 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
 
   /**
    * The fire a request already due lets go first (WorkerServiceOptions.yieldBeforeFireMs), if any:
-   * only a prioritized request of a fire's own run. Owed work (a failover, a catch-up, a request
-   * put back or deferred, one that waits for an older fire) goes at once: waiting, it would be
-   * invisible to its item's turns, and a newer fire locked ahead could run before it.
+   * only a prioritized request of a fire's own run. Owed work, a MISFIRE run or one that waits for
+   * an older fire goes at once: waiting, it would be invisible to its item's turns, and a newer
+   * fire locked ahead could run before it.
    */
   private yieldTo(job: Job, request: ExecutionRequest, now: number): number | undefined {
     const window = this.options.yieldBeforeFireMs ?? DEFAULT_YIELD_BEFORE_FIRE_MS;
-    if (window === 0 || !job.opts.priority || request.source !== 'NORMAL' || request.catchUp || request.after !== undefined || request.waited || mustRunAgain(job)) return undefined;
+    if (window === 0 || !job.opts.priority || request.source === 'MISFIRE' || request.after !== undefined || owedWork(job, request)) return undefined;
     return this.alarm.nextWake(now, window);
   }
 

@@ -117,6 +117,9 @@ export interface EnvVariable {
   readonly description: string;
 }
 
+/** How long a due minute request lets a fire held in its worker go first, when none is configured (ms). */
+export const DEFAULT_YIELD_BEFORE_FIRE_MS = 50;
+
 /** Bounds [min, max] of a worker's sizes, from the environment or given in code (WorkerService checks these). */
 export const WORKER_BOUNDS = Object.freeze({
   concurrency: [1, 1_000] as const,
@@ -168,7 +171,7 @@ export const ENV_VARIABLES = Object.freeze([
     'Requests one worker instance takes from its queue beyond its concurrency, 0-10000. Unset: ten per unit of concurrency, at most 1000. Such a request waits for its fire time (requests arrive up to 300 ms early, those of a fire of 2,000 requests or more up to 800 ms), its lock and a free handler, holding no handler meanwhile; with monitorExecution its item shows `running` from when its lock is taken.'),
   variable('SHARDCRON_CONSUMERS', undefined,
     'BullMQ consumers one worker instance splits the requests it takes at once (concurrency + prefetch) over, 1-64. Unset: one per 8 of concurrency, at most 16. Each fetches jobs one round trip at a time, so several start a fire\'s items sooner; each holds one Redis connection.'),
-  variable('SHARDCRON_YIELD_BEFORE_FIRE_MS', '50',
+  variable('SHARDCRON_YIELD_BEFORE_FIRE_MS', String(DEFAULT_YIELD_BEFORE_FIRE_MS),
     'Milliseconds, 0-1000. A request of a job firing once a minute or less often (prioritized while the namespace has faster jobs) that a worker takes when it is due already, while that worker holds requests for a fire due within this long, waits for that fire and starts right after its requests: at a whole minute the frequent jobs then start closer to their time. 0: such requests start at once.'),
   variable('SHARDCRON_ITEM_LEASE', undefined,
     'monitorExecution\'s lock. Unset: the lock the namespace records (`/.cluster/item-lock`); a namespace without one records it at its first worker\'s start: a lease, or the per-run lock while a worker of an earlier version runs in it. `on`: the lease (a worker keeps an item\'s `running` node across fires and records each run in Redis, no ZooKeeper request per run); `off`: the node created and deleted, and the run recorded in ZooKeeper, per run (docs/design-notes.md, "Item leases"). A value that differs from the namespace\'s stops the worker with an error: every worker of a namespace uses one lock. `shardcron item-lock` shows and switches it.'),
