@@ -64,7 +64,7 @@ const { defineJob, startNode } = require(process.argv[1]);
   const rare = (i) => cron(i) === '0 0 * * * ?' || cron(i) === '0 0 3 * * ?';
   const jobs = Array.from({ length: n }, (_, i) => i).filter((i) => !(busyOnly && rare(i))).map((i) => defineJob({ name: 's' + i, cron: cron(i), shardingTotalCount: wide(i) ? 100 : 1, ...(process.env.BENCH_STRATEGY && { shardingStrategy: process.env.BENCH_STRATEGY }), monitorExecution: false, execute: everySecond(i) ? async (ctx) => { if (counting && ctx.fireTime >= since) starts.push([ctx.fireTime, Date.now() - ctx.fireTime]); } : async () => {} }));
   const started = Date.now();
-  await startNode({ roles: ['worker'], jobs, concurrency: 200 });
+  await startNode({ roles: ['worker'], jobs, concurrency: Number(process.env.BENCH_CONCURRENCY || 200) });
   process.stdout.write('registered ' + (Date.now() - started) + ' ' + jobs.length + '\\n');
 })();`;
 
@@ -75,7 +75,8 @@ const { defineJob, startNode } = require(process.argv[1]);
 export function spawnRegisteringWorker(dist: string, n: number, mix: string, env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; registeredMs: number; jobs: number }> {
   const strategy = process.env.STRATEGY ? { BENCH_STRATEGY: process.env.STRATEGY } : {};
   const profile = process.env.BENCH_WORKER_PROFILE ? { BENCH_WORKER_PROFILE: process.env.BENCH_WORKER_PROFILE } : {};
-  const child = spawn(process.execPath, ['-e', REGISTERING_WORKER, dist, String(n), mix], { env: { PATH: process.env.PATH, ...env, ...strategy, ...profile }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const concurrency = process.env.CONCURRENCY ? { BENCH_CONCURRENCY: process.env.CONCURRENCY } : {};
+  const child = spawn(process.execPath, ['-e', REGISTERING_WORKER, dist, String(n), mix], { env: { PATH: process.env.PATH, ...env, ...strategy, ...profile, ...concurrency }, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     child.on('exit', (code) => reject(new Error(`the registering worker exited with ${code}`)));
     child.stdout!.on('data', (chunk) => {
