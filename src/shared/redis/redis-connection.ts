@@ -44,9 +44,9 @@ const reconnectOnReadOnly = (err: Error) => (err.message.startsWith('READONLY') 
  * The failover detector of a lost connection stays subscribed to the Sentinels while the client
  * reconnects. When the promotion's `+switch-master` arrives while a reconnect is asking a Sentinel
  * for the primary, the detector's disconnect makes that connect fail with "Connection is closed.",
- * and the client ends (status `end`): it never reconnects and every command fails. Under load,
- * where asking takes longer, that was 48 and 93 of 400 clients of one process in two runs, and in CI
- * a worker's item-records connection. So each connect first stops the detector of the connection
+ * and the client ends (status `end`): it never reconnects and every command fails. On a loaded
+ * machine, where asking takes longer, that was 109-161 of 400 clients of one process
+ * (bench/tools/sentinel-clients.ts), and in CI a worker's item-records connection. So each connect first stops the detector of the connection
  * before it; the connection it makes starts its own, as ioredis does. `duplicate()` (BullMQ's
  * blocking connections) copies the `Connector` option, so every connection of a client has it.
  */
