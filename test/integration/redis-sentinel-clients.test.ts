@@ -19,7 +19,11 @@ let paused: RedisServer | undefined;
 
 afterEach(async () => {
   for (const c of clients.splice(0)) c.disconnect();
-  if (paused?.pid !== undefined) process.kill(paused.pid, 'SIGCONT');
+  try {
+    if (paused?.pid !== undefined) process.kill(paused.pid, 'SIGCONT');
+  } catch {
+    // gone already
+  }
   paused = undefined;
   await Promise.all(relays.splice(0).map((r) => r.close()));
   await closeServices();
@@ -27,8 +31,13 @@ afterEach(async () => {
 
 const sentinelTarget = (group: RedisSentinelGroup, sentinels: RedisNode[] = group.sentinelAddresses): RedisTarget => ({ url: `redis://${group.name}`, sentinel: { sentinels, name: group.name } });
 
+/** `p`, or a rejection naming `what` after `ms`: a client waiting to reconnect never answers otherwise. */
+const within = <T>(p: Promise<T>, ms: number, what: string): Promise<T> =>
+  Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer to ${what} within ${ms} ms`)), ms).unref())]);
+
 /** Each client's role as its server tells it, or why it could not: `master` once it follows the promotion. */
-const roles = () => Promise.all(clients.map((c) => (c as Redis).info('replication').then((info) => /role:(\w+)/.exec(info)?.[1], (err: Error) => `${(c as Redis).status}: ${err.message}`)));
+const roles = () =>
+  Promise.all(clients.map((c) => within((c as Redis).info('replication'), 2_000, 'INFO').then((info) => /role:(\w+)/.exec(info)?.[1], (err: Error) => `${(c as Redis).status}: ${err.message}`)));
 
 it('a promotion announced while clients are asking the Sentinels for the primary ends none of them', async () => {
   const group = await startRedisSentinels();
@@ -43,9 +52,11 @@ it('a promotion announced while clients are asking the Sentinels for the primary
   // Kill the primary and hold the relays' answers: every client's reconnect is asking (held) when the
   // Sentinels announce the promotion; then let the answers through.
   const primary = (await group.primary())!;
+  const asked = relays[0].roundTrips();
   for (const r of relays) r.holdAnswers();
   await primary.kill();
-  await waitFor(() => relays.every((r) => r.roundTrips() > 0) && clients.every((c) => (c as Redis).status === 'connecting'), { timeoutMs: 5_000, message: 'every client asking a Sentinel' });
+  // A reconnect asks the first Sentinel of its list, the first relay.
+  await waitFor(() => relays[0].roundTrips() >= asked + clients.length && clients.every((c) => (c as Redis).status === 'connecting'), { timeoutMs: 5_000, message: 'every client asking a Sentinel' });
   await group.waitForPromotion(primary, 30_000);
   await new Promise((resolve) => setTimeout(resolve, 500));
   for (const r of relays) r.releaseAnswers();
@@ -67,7 +78,7 @@ it('a primary that hangs: the failover detector moves every client to the promot
   const writes = clients.map((c, i) => c.set(`during-${i}`, '1').then(() => Date.now()));
   const promoted = await group.waitForPromotion(paused, 30_000);
   const promotedAt = Date.now();
-  const written = await Promise.all(writes);
+  const written = await within(Promise.all(writes), 10_000, 'the writes sent to the hung primary');
   process.stdout.write(`hung primary: writes went through ${written.map((t) => t - promotedAt).join(', ')} ms after the promotion was seen\n`);
   // ioredis waits 2 s for the hung connection to close; the client drops it after FAILOVER_DISCONNECT_MS.
   expect(Math.max(...written) - promotedAt).toBeLessThan(1_500);

@@ -46,21 +46,37 @@ const reconnectOnReadOnly = (err: Error) => (err.message.startsWith('READONLY') 
  * for the primary, the detector's disconnect makes that connect fail with "Connection is closed.",
  * and the client ends (status `end`): it never reconnects and every command fails. On a loaded
  * machine, where asking takes longer, that was 109-161 of 400 clients of one process
- * (bench/tools/sentinel-clients.ts), and in CI a worker's item-records connection. So each connect first stops the detector of the connection
- * before it; the connection it makes starts its own, as ioredis does. `duplicate()` (BullMQ's
- * blocking connections) copies the `Connector` option, so every connection of a client has it.
+ * (bench/tools/sentinel-clients.ts), and in CI a worker's item-records connection.
+ *
+ * So each connect first stops the detector of the connection before it; the connection it makes
+ * starts its own, as ioredis does. And a detector started for a connection closed while it was
+ * still opening (a close during a reconnect) is stopped at once: ioredis would leave its Sentinel
+ * subscriptions open for good. `duplicate()` (BullMQ's blocking connections) copies the `Connector`
+ * option, so every connection of a client has it. It reaches ioredis's private `failoverDetector`:
+ * the constructor checks that the field is there, so an ioredis that renames it fails at once.
  */
 class SentinelConnectorWithoutStaleDetector extends SentinelConnector {
   /** ioredis passes the client's options, as it does to its own SentinelConnector. */
   constructor(options: unknown) {
     super(options as SentinelConnectionOptions);
+    if (!('failoverDetector' in this)) throw new Error('this ioredis has no SentinelConnector.failoverDetector: see SentinelConnectorWithoutStaleDetector');
   }
 
-  override connect(eventEmitter: Parameters<SentinelConnector['connect']>[0]): ReturnType<SentinelConnector['connect']> {
+  override async connect(eventEmitter: Parameters<SentinelConnector['connect']>[0]): ReturnType<SentinelConnector['connect']> {
+    this.stopDetector();
+    const stream = await super.connect(eventEmitter);
+    // After ioredis's own listener, which starts the new detector on this event.
+    const options = this.options as SentinelConnectionOptions;
+    stream.once(options.enableTLSForSentinelMode && options.tls ? 'secureConnect' : 'connect', () => {
+      if (!this.connecting) this.stopDetector();
+    });
+    return stream;
+  }
+
+  private stopDetector(): void {
     const connector = this as unknown as { failoverDetector: { cleanup(): void } | null };
     connector.failoverDetector?.cleanup();
     connector.failoverDetector = null;
-    return super.connect(eventEmitter);
   }
 }
 
