@@ -1,6 +1,6 @@
 /**
  * How many Sentinel clients of one process end for good across a kill -9 of the primary:
- * `N=400 ROUNDS=2 npx tsx bench/tools/sentinel-clients.ts`. No shardcron node runs: N clients made
+ * `BUSY=3 N=400 ROUNDS=3 npx tsx bench/tools/sentinel-clients.ts`. No shardcron node runs: N clients made
  * by `createRedisClient` (the Sentinel client every shardcron process uses) each send a PING every
  * 20 ms; the primary is killed, the promotion awaited, and 5 s later each client's status counted.
  * `CONNECTOR=ioredis` gives the same clients ioredis's own SentinelConnector, to compare;

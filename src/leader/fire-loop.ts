@@ -509,13 +509,21 @@ export class FireLoop {
     // A big fire's enqueue takes long: it begins as early as it takes, within the lead.
     for (const [fireTime, group] of byTime) {
       const time = fireTime - this.deps.lead.deliveryFor(requestCount(group));
-      // Behind: a chunk of the lane behind, and in the first lane a job with an enqueue still behind.
-      const { enqueuesBehind } = holds;
-      const behind = lane === 'behind' ? group : enqueuesBehind.size === 0 ? [] : group.filter((plan) => enqueuesBehind.has(plan.job));
-      const first = behind.length === 0 ? group : behind === group ? [] : group.filter((plan) => !enqueuesBehind.has(plan.job));
+      const { first, behind } = FireLoop.lanesOf(group, lane, holds);
       if (first.length > 0) await this.deps.chain.at(time, () => this.release(first, generation), 'deferred enqueue failed');
       if (behind.length > 0) await this.enqueueBehind(time, behind, generation, holds, lane === 'behind');
     }
+  }
+
+  /**
+   * Which of a fire's plans enqueue in which lane: a chunk of the lane behind all behind; in the
+   * first lane, behind only the jobs with an enqueue still behind (their enqueues stay in fire order).
+   */
+  private static lanesOf(group: FirePlan[], lane: Lane, holds: Holds): { first: FirePlan[]; behind: FirePlan[] } {
+    if (lane === 'behind') return { first: [], behind: group };
+    const waiting = holds.enqueuesBehind;
+    if (waiting.size === 0) return { first: group, behind: [] };
+    return { first: group.filter((plan) => !waiting.has(plan.job)), behind: group.filter((plan) => waiting.has(plan.job)) };
   }
 
   /**

@@ -6,6 +6,7 @@
 import type { Redis } from 'ioredis';
 import type { RedisServer } from '../../src/dev/redis-server';
 import type { RedisSentinelGroup } from '../../src/dev/redis-sentinel';
+import { within } from '../../src/shared/concurrency';
 import { createRedisClient, type RedisClient } from '../../src/shared/redis/redis-connection';
 import type { RedisNode, RedisTarget } from '../../src/shared/redis/redis-target';
 import { startRoundTripRelay, type RoundTripRelay } from '../helpers/round-trip-relay';
@@ -31,13 +32,19 @@ afterEach(async () => {
 
 const sentinelTarget = (group: RedisSentinelGroup, sentinels: RedisNode[] = group.sentinelAddresses): RedisTarget => ({ url: `redis://${group.name}`, sentinel: { sentinels, name: group.name } });
 
-/** `p`, or a rejection naming `what` after `ms`: a client waiting to reconnect never answers otherwise. */
-const within = <T>(p: Promise<T>, ms: number, what: string): Promise<T> =>
-  Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer to ${what} within ${ms} ms`)), ms).unref())]);
-
-/** Each client's role as its server tells it, or why it could not: `master` once it follows the promotion. */
+/**
+ * Each client's role as its server tells it, or why it could not: `master` once it follows the
+ * promotion. Bounded: a client waiting to reconnect never answers.
+ */
 const roles = () =>
-  Promise.all(clients.map((c) => within((c as Redis).info('replication'), 2_000, 'INFO').then((info) => /role:(\w+)/.exec(info)?.[1], (err: Error) => `${(c as Redis).status}: ${err.message}`)));
+  Promise.all(
+    clients.map((c) =>
+      within((c as Redis).info('replication'), 2_000).then(
+        (info) => (info === undefined ? `${(c as Redis).status}: no answer to INFO within 2000 ms` : /role:(\w+)/.exec(info)?.[1]),
+        (err: Error) => `${(c as Redis).status}: ${err.message}`,
+      ),
+    ),
+  );
 
 it('a promotion announced while clients are asking the Sentinels for the primary ends none of them', async () => {
   const group = await startRedisSentinels();
@@ -78,7 +85,8 @@ it('a primary that hangs: the failover detector moves every client to the promot
   const writes = clients.map((c, i) => c.set(`during-${i}`, '1').then(() => Date.now()));
   const promoted = await group.waitForPromotion(paused, 30_000);
   const promotedAt = Date.now();
-  const written = await within(Promise.all(writes), 10_000, 'the writes sent to the hung primary');
+  const written = await within(Promise.all(writes), 10_000);
+  if (written === undefined) throw new Error('the writes sent to the hung primary got no answer within 10 s');
   process.stdout.write(`hung primary: writes went through ${written.map((t) => t - promotedAt).join(', ')} ms after the promotion was seen\n`);
   // ioredis waits 2 s for the hung connection to close; the client drops it after FAILOVER_DISCONNECT_MS.
   expect(Math.max(...written) - promotedAt).toBeLessThan(1_500);
