@@ -7,7 +7,7 @@
  * minute is the same, for a run in a quarter of the time). BENCH_WORKER_PROFILE=dir writes each
  * worker's CPU profile of the counting window there. STRATEGY (e.g. ROUND_ROBIN) sets the
  * jobs' sharding strategy: with the default, AVG_ALLOCATION, every one-item job's item goes to the
- * first worker. It also times each
+ * first worker. WORKER_NODE_ARGS (e.g. "--max-semi-space-size=64") are the worker processes' node flags, WORKER_ENV (e.g. "SHARDCRON_CONSUMERS=2") more of their environment. It also times each
  * start of an every-second job from its fire time, for the fires due between SIGUSR1 (start
  * counting) and SIGUSR2 (print the figures): {@link askStarts} and {@link startLatency}.
  */
@@ -76,7 +76,9 @@ export function spawnRegisteringWorker(dist: string, n: number, mix: string, env
   const strategy = process.env.STRATEGY ? { BENCH_STRATEGY: process.env.STRATEGY } : {};
   const profile = process.env.BENCH_WORKER_PROFILE ? { BENCH_WORKER_PROFILE: process.env.BENCH_WORKER_PROFILE } : {};
   const concurrency = process.env.CONCURRENCY ? { BENCH_CONCURRENCY: process.env.CONCURRENCY } : {};
-  const child = spawn(process.execPath, ['-e', REGISTERING_WORKER, dist, String(n), mix], { env: { PATH: process.env.PATH, ...env, ...strategy, ...profile, ...concurrency }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const nodeArgs = (process.env.WORKER_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+  const extraEnv = Object.fromEntries((process.env.WORKER_ENV ?? '').split(/\s+/).filter(Boolean).map((kv) => kv.split('=', 2) as [string, string]));
+  const child = spawn(process.execPath, [...nodeArgs, '-e', REGISTERING_WORKER, dist, String(n), mix], { env: { PATH: process.env.PATH, ...env, ...strategy, ...profile, ...concurrency, ...extraEnv }, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     child.on('exit', (code) => reject(new Error(`the registering worker exited with ${code}`)));
     child.stdout!.on('data', (chunk) => {

@@ -54,6 +54,25 @@ export function commandCallsBetween(before: Record<string, number>, after: Recor
     .sort((a, b) => b[1] - a[1]);
 }
 
+/** Calls and time per Redis command so far (INFO commandstats); a script's own commands count inside its evalsha too. */
+export async function redisCommandStats(port: number): Promise<Record<string, { calls: number; usec: number }>> {
+  const info = await tcpExchange(port, 'INFO commandstats\r\nQUIT\r\n', { until: (t) => t.includes('+OK') });
+  const stats: Record<string, { calls: number; usec: number }> = {};
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) stats[m[1]] = { calls: Number(m[2]), usec: Number(m[3]) };
+  return stats;
+}
+
+/** The `top` commands by time between two {@link redisCommandStats} readings, as `name calls / s`. */
+export function busiestCommands(before: Record<string, { calls: number; usec: number }>, after: Record<string, { calls: number; usec: number }>, top = 10): string {
+  return Object.entries(after)
+    .map(([name, a]) => ({ name, calls: a.calls - (before[name]?.calls ?? 0), usec: a.usec - (before[name]?.usec ?? 0) }))
+    .filter((c) => c.calls > 0)
+    .sort((a, b) => b.usec - a.usec)
+    .slice(0, top)
+    .map((c) => `${c.name} ${c.calls.toLocaleString('en-US')} / ${(c.usec / 1e6).toFixed(1)} s`)
+    .join('; ');
+}
+
 export interface ProcSample {
   /** utime + stime, seconds. */
   cpuSeconds: number;

@@ -19,7 +19,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { askStarts, countStartLatency, everyMinuteJobs, everySecondJobs, spawnRegisteringWorker, startLatency } from '../lib/job-mix';
-import { procSample, schedStat, zkFootprint } from '../lib/services';
+import { busiestCommands, procSample, redisCommandStats, schedStat, zkFootprint } from '../lib/services';
 import { findQueues, queueStages } from '../lib/stages';
 import { summarize, triple } from '../lib/stats';
 import { QUEUE_PREFIX } from '../../src/shared/registry/queue-names';
@@ -120,6 +120,7 @@ async function main(): Promise<void> {
     const scheduled: Array<[string, number | undefined, boolean]> = [['leader', child.pid, false], ...workers.map((w, k): [string, number | undefined, boolean] => [`worker-${k + 1}`, w.pid, false]), ['redis', redis.pid, false], ['zookeeper (all threads)', zk.pid, true]];
     const schedAll = () => scheduled.map(([, pid, all]) => (pid === undefined ? undefined : schedStat(pid, all)));
     let schedFrom: ReturnType<typeof schedAll> | undefined;
+    let commandsFrom: Awaited<ReturnType<typeof redisCommandStats>> | undefined;
     for (let s = 0; s <= WATCH_S; s += 5) {
       const m = await ask('mem');
       maxRss = Math.max(maxRss, m.rss);
@@ -127,6 +128,7 @@ async function main(): Promise<void> {
       if (s === LATENCY_FROM_S) {
         countedFrom = Math.min(...workers.map(countStartLatency));
         schedFrom = schedAll();
+        commandsFrom = await redisCommandStats(redis.port);
       }
       if (s < WATCH_S) await new Promise((resolve) => setTimeout(resolve, 5_000));
     }
@@ -135,6 +137,7 @@ async function main(): Promise<void> {
       const starts = (await Promise.all(workers.map((w) => askStarts(w)))).flat();
       const latency = startLatency(starts, everySecond);
       const schedTo = schedAll();
+      const commandsTo = await redisCommandStats(redis.port);
       const windowS = WATCH_S - LATENCY_FROM_S;
       const sched = scheduled.map(([name], k) => {
         const a = schedFrom?.[k];
@@ -142,6 +145,7 @@ async function main(): Promise<void> {
         return a && b ? `${name} ${((b.cpuMs - a.cpuMs) / 1000).toFixed(1)} / ${((b.waitMs - a.waitMs) / 1000).toFixed(1)}` : `${name} n/a`;
       });
       process.stdout.write(`CPU run / runnable waiting for a CPU over the ${windowS} s of the count (s, main thread): ${sched.join('; ')}\n`);
+      if (commandsFrom) process.stdout.write(`Redis's busiest commands over the count (calls / time): ${busiestCommands(commandsFrom, commandsTo)}\n`);
       process.stdout.write(
         `${everySecond} every-second jobs, fire to start (p50 / p99 / max) of the fires due from +${LATENCY_FROM_S} s to +${WATCH_S} s: ${latency.all.n} starts of ${latency.fires} fires, ${triple(latency.all)}; in the first 3 s of a minute: ${latency.minute.n} starts, ${triple(latency.minute)}\n`,
       );
