@@ -7,12 +7,32 @@
  * minute is the same, for a run in a quarter of the time). BENCH_WORKER_PROFILE=dir writes each
  * worker's CPU profile of the counting window there. STRATEGY (e.g. ROUND_ROBIN) sets the
  * jobs' sharding strategy: with the default, AVG_ALLOCATION, every one-item job's item goes to the
- * first worker. WORKER_NODE_ARGS (e.g. "--max-semi-space-size=64") are the worker processes' node flags, WORKER_ENV (e.g. "SHARDCRON_CONSUMERS=2") more of their environment. It also times each
+ * first worker. WORKER_NODE_ARGS (e.g. "--max-semi-space-size=64") are the worker processes'
+ * node flags, WORKER_ENV (e.g. "SHARDCRON_CONSUMERS=2") more of their environment. It also times each
  * start of an every-second job from its fire time, for the fires due between SIGUSR1 (start
  * counting) and SIGUSR2 (print the figures): {@link askStarts} and {@link startLatency}.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { summarize, type Summary } from './stats';
+
+/** Issue 23's wide jobs: the mix's last WIDE_JOBS jobs, of WIDE_JOB_ITEMS items each, fire every minute (N >= 1,000). */
+export const WIDE_JOBS = 100;
+export const WIDE_JOB_ITEMS = 100;
+
+/**
+ * Source for a bench worker script (run with `node -e`): `gcs`, its garbage collections while its
+ * `counting` is true, by kind (Node's gc entries: 1 minor, 2 major, 4 incremental, 8 weak
+ * callbacks): count, total and longest pause, printed as the `gc` line {@link askStarts} reads.
+ */
+export const GC_COUNT = `const gcs = {};
+  new (require('node:perf_hooks').PerformanceObserver)((list) => {
+    if (!counting) return;
+    for (const e of list.getEntries()) {
+      const kind = { 1: 'minor', 2: 'major', 4: 'incremental', 8: 'weak' }[e.detail?.kind ?? e.kind] ?? 'other';
+      const g = (gcs[kind] ??= { count: 0, ms: 0, max: 0 });
+      g.count += 1; g.ms += e.duration; g.max = Math.max(g.max, e.duration);
+    }
+  }).observe({ entryTypes: ['gc'] });`;
 
 const REGISTERING_WORKER = `
 const { defineJob, startNode } = require(process.argv[1]);
@@ -20,8 +40,8 @@ const { defineJob, startNode } = require(process.argv[1]);
   const n = Number(process.argv[2]);
   const issue23 = process.argv[3] === 'issue23' || process.argv[3] === 'issue23-busy';
   const busyOnly = process.argv[3] === 'issue23-busy';
-  // issue 23's 100 jobs of 100 items: the last 100, every minute.
-  const wide = (i) => issue23 && n >= 1000 && i >= n - 100;
+  // issue 23's wide jobs (WIDE_JOBS of WIDE_JOB_ITEMS items): the last ones, every minute.
+  const wide = (i) => issue23 && n >= 1000 && i >= n - ${WIDE_JOBS};
   const cron = (i) => !issue23 ? '* * * * * ?' : i < n / 100 ? '* * * * * ?' : i < n / 100 + n / 5 || wide(i) ? '0 * * * * ?' : i % 2 ? '0 0 * * * ?' : '0 0 3 * * ?';
   // Fire-to-start of the every-second jobs: [fire time, ms late] of the fires due from SIGUSR1 on
   // (older fires a new leader still catches up are not the steady state).
@@ -30,16 +50,7 @@ const { defineJob, startNode } = require(process.argv[1]);
   let since = Infinity;
   // The event loop's delay over the same window (what a held request's timer waits for).
   const loop = require('node:perf_hooks').monitorEventLoopDelay({ resolution: 10 });
-  // Its garbage collections over the window, by kind (Node's gc entries: 1 minor, 2 major, 4 incremental, 8 weak callbacks): count, total and longest pause.
-  const gcs = {};
-  new (require('node:perf_hooks').PerformanceObserver)((list) => {
-    if (!counting) return;
-    for (const e of list.getEntries()) {
-      const kind = { 1: 'minor', 2: 'major', 4: 'incremental', 8: 'weak' }[e.detail?.kind ?? e.kind] ?? 'other';
-      const g = (gcs[kind] ??= { count: 0, ms: 0, max: 0 });
-      g.count += 1; g.ms += e.duration; g.max = Math.max(g.max, e.duration);
-    }
-  }).observe({ entryTypes: ['gc'] });
+  ${GC_COUNT}
   // BENCH_WORKER_PROFILE=dir: a CPU profile of the same window, written there as worker-{pid}.cpuprofile.
   const profileDir = process.env.BENCH_WORKER_PROFILE;
   const profiler = profileDir ? new (require('node:inspector').Session)() : undefined;
@@ -62,11 +73,22 @@ const { defineJob, startNode } = require(process.argv[1]);
   });
   const everySecond = (i) => cron(i) === '* * * * * ?';
   const rare = (i) => cron(i) === '0 0 * * * ?' || cron(i) === '0 0 3 * * ?';
-  const jobs = Array.from({ length: n }, (_, i) => i).filter((i) => !(busyOnly && rare(i))).map((i) => defineJob({ name: 's' + i, cron: cron(i), shardingTotalCount: wide(i) ? 100 : 1, ...(process.env.BENCH_STRATEGY && { shardingStrategy: process.env.BENCH_STRATEGY }), monitorExecution: false, execute: everySecond(i) ? async (ctx) => { if (counting && ctx.fireTime >= since) starts.push([ctx.fireTime, Date.now() - ctx.fireTime]); } : async () => {} }));
+  const jobs = Array.from({ length: n }, (_, i) => i).filter((i) => !(busyOnly && rare(i))).map((i) => defineJob({ name: 's' + i, cron: cron(i), shardingTotalCount: wide(i) ? ${WIDE_JOB_ITEMS} : 1, ...(process.env.BENCH_STRATEGY && { shardingStrategy: process.env.BENCH_STRATEGY }), monitorExecution: false, execute: everySecond(i) ? async (ctx) => { if (counting && ctx.fireTime >= since) starts.push([ctx.fireTime, Date.now() - ctx.fireTime]); } : async () => {} }));
   const started = Date.now();
   await startNode({ roles: ['worker'], jobs, concurrency: Number(process.env.BENCH_CONCURRENCY || 200) });
   process.stdout.write('registered ' + (Date.now() - started) + ' ' + jobs.length + '\\n');
 })();`;
+
+/** `NAME=value` pairs separated by blanks (a tool's LEADER_ENV or WORKER_ENV) as an environment; a value may hold `=`. */
+export function envAssignments(text: string | undefined): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const pair of (text ?? '').split(/\s+/).filter(Boolean)) {
+    const at = pair.indexOf('=');
+    if (at <= 0) throw new Error(`expected NAME=value, got ${pair}`);
+    env[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return env;
+}
 
 /**
  * Spawns that worker on `dist` (a build of shardcron) with `env`; resolves once `startNode` resolved,
@@ -77,8 +99,7 @@ export function spawnRegisteringWorker(dist: string, n: number, mix: string, env
   const profile = process.env.BENCH_WORKER_PROFILE ? { BENCH_WORKER_PROFILE: process.env.BENCH_WORKER_PROFILE } : {};
   const concurrency = process.env.CONCURRENCY ? { BENCH_CONCURRENCY: process.env.CONCURRENCY } : {};
   const nodeArgs = (process.env.WORKER_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
-  const extraEnv = Object.fromEntries((process.env.WORKER_ENV ?? '').split(/\s+/).filter(Boolean).map((kv) => kv.split('=', 2) as [string, string]));
-  const child = spawn(process.execPath, [...nodeArgs, '-e', REGISTERING_WORKER, dist, String(n), mix], { env: { PATH: process.env.PATH, ...env, ...strategy, ...profile, ...concurrency, ...extraEnv }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...nodeArgs, '-e', REGISTERING_WORKER, dist, String(n), mix], { env: { PATH: process.env.PATH, ...env, ...strategy, ...profile, ...concurrency, ...envAssignments(process.env.WORKER_ENV) }, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     child.on('exit', (code) => reject(new Error(`the registering worker exited with ${code}`)));
     child.stdout!.on('data', (chunk) => {

@@ -11,25 +11,27 @@
  * (default 2), each one BullMQ Worker of CONCURRENCY (default 200, as the shardcron workers of
  * leader-rss.ts) with a no-op processor. How the jobs get there, MODE:
  * - `at-fire` (default): this process adds each fire's jobs at its fire time (`addBulk` of CHUNK,
- *   default 1,000; the every-second ones first), each fire on its own so that a second's jobs do not
- *   wait for the minute's;
+ *   default 1,000), the every-second and the every-minute ones on their own, so that neither waits
+ *   for the other's adds (at second 0 they go in whichever order the two timers wake);
  * - `delayed`: the same, LEAD_MS (default 1,000) before the fire time, MINUTE_LEAD_MS (default
- *   5,000) for the minute's, as delayed jobs due at the fire time (what shardcron's leader does with
- *   its lead and the workers' hold);
+ *   5,000) for the minute's, as delayed jobs due at the fire time (`timestamp` and `delay` from one
+ *   reading of the clock; what shardcron's leader does with its lead and the workers' hold);
  * - `schedulers`: one BullMQ Job Scheduler per job and item (31,000 with N = 100,000).
  * PRIORITY=1 gives the every-minute jobs a BullMQ priority, so that the every-second ones, on the
  * wait list, are taken first (shardcron's rate-monotonic order). Completed and failed jobs are removed.
  *
  * It counts from WARMUP_S (default 20) for COUNT_S seconds (default 120, so two minutes' bursts are
- * in it): the every-second jobs' fire-to-start p50 / p99 / max, and in the first 3 s of a minute;
- * the every-minute jobs' starts per minute; the event-loop delay of each worker; CPU run and
+ * in it), leaving out fires due in its last 3 s: the every-second jobs' fire-to-start p50 / p99 /
+ * max, and in the first 3 s of a minute; the every-minute jobs' starts per minute; the event-loop
+ * delay and garbage collections of each worker; CPU run and
  * waiting for a CPU of every process (as leader-rss.ts prints them) and Redis's busiest commands.
  * BENCH_WORKER_PROFILE=dir writes each worker's CPU profile of the count there.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
 import IORedis from 'ioredis';
-import { askStarts, countStartLatency, everyMinuteJobs, everySecondJobs, startLatency } from '../lib/job-mix';
+import { askStarts, countStartLatency, everyMinuteJobs, everySecondJobs, GC_COUNT, startLatency, WIDE_JOB_ITEMS, WIDE_JOBS } from '../lib/job-mix';
 import { busiestCommands, redisCommandStats, schedStat } from '../lib/services';
 import { summarize, triple } from '../lib/stats';
 import { RedisServer } from '../../src/dev/redis-server';
@@ -48,8 +50,10 @@ const COUNT_S = Number(process.env.COUNT_S ?? 120);
 /** The priority of every-minute jobs with PRIORITY=1 (any: the every-second ones have none, so come first). */
 const MINUTE_PRIORITY = 10;
 const QUEUE = 'busy';
-/** The items of the mix's wide jobs (100 jobs of 100 items, every minute, as bench/lib/job-mix.ts has them). */
-const WIDE_ITEMS = 100 * 100;
+/** The items of the mix's wide jobs, every minute. */
+const WIDE_ITEMS = WIDE_JOBS * WIDE_JOB_ITEMS;
+/** Fires due this close to the count's end are left out: their late starts would come after it. */
+const COUNT_TAIL_MS = 3_000;
 
 /**
  * One worker process: a BullMQ Worker on the queue; counts, between SIGUSR1 and SIGUSR2, the
@@ -65,12 +69,14 @@ const minute = {};
 let counting = false;
 let since = Infinity;
 const loop = require('node:perf_hooks').monitorEventLoopDelay({ resolution: 10 });
+${GC_COUNT}
 // BENCH_WORKER_PROFILE=dir: a CPU profile of the count, written there as bullmq-worker-{pid}.cpuprofile.
 const profileDir = process.env.BENCH_WORKER_PROFILE;
 const profiler = profileDir ? new (require('node:inspector').Session)() : undefined;
 if (profiler) { profiler.connect(); require('node:fs').mkdirSync(profileDir, { recursive: true }); }
 process.on('SIGUSR1', () => {
   starts.length = 0; counting = true; since = Date.now(); loop.reset(); loop.enable();
+  for (const k of Object.keys(gcs)) delete gcs[k];
   if (profiler) profiler.post('Profiler.enable', () => profiler.post('Profiler.start'));
 });
 process.on('SIGUSR2', () => {
@@ -80,6 +86,8 @@ process.on('SIGUSR2', () => {
     try { if (!err) require('node:fs').writeFileSync(require('node:path').join(profileDir, 'bullmq-worker-' + process.pid + '.cpuprofile'), JSON.stringify(res.profile)); } catch (e) { process.stderr.write('worker profile not written: ' + e.message + '\\n'); }
   });
   process.stdout.write('loop ' + JSON.stringify({ p50: loop.percentile(50) / 1e6, p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 }) + '\\n');
+  for (const g of Object.values(gcs)) { g.ms = Math.round(g.ms); g.max = Math.round(g.max); }
+  process.stdout.write('gc ' + JSON.stringify(gcs) + '\\n');
   process.stdout.write('minute ' + JSON.stringify(minute) + '\\n');
   process.stdout.write('latency ' + JSON.stringify(starts) + '\\n');
 });
@@ -123,26 +131,28 @@ function minuteJobs(at: number, count: number): Spec[] {
   return Array.from({ length: count }, () => ({ name: 'm', data: { kind: 'm', fireTime: at }, opts }));
 }
 
-/** Adds `jobs` in chunks of CHUNK, each due at `at` (a delayed job while that is ahead). */
-async function addFire(queue: Queue, at: number, jobs: Spec[]): Promise<void> {
+/** Adds `jobs` in chunks of CHUNK; `delayed`: each chunk as delayed jobs due at `at` while that is ahead. */
+async function addFire(queue: Queue, at: number, jobs: Spec[], delayed: boolean): Promise<void> {
   for (let i = 0; i < jobs.length; i += CHUNK) {
-    const delay = Math.max(0, at - Date.now());
-    await queue.addBulk(jobs.slice(i, i + CHUNK).map((j) => ({ ...j, opts: { ...j.opts, ...(delay > 0 && { delay }) } })));
+    const now = Date.now();
+    const due = delayed && at > now ? { timestamp: now, delay: at - now } : {};
+    await queue.addBulk(jobs.slice(i, i + CHUNK).map((j) => ({ ...j, opts: { ...j.opts, ...due } })));
   }
 }
 
 /**
- * `at-fire` and `delayed`: adds each fire's jobs at its time less `leadMs`, every `periodMs`, until
- * `running()` is false; each fire's adds go on their own, so that one fire's never wait for another's.
+ * `at-fire` and `delayed`: adds each fire's jobs at its time less `leadMs` (0: at it), every
+ * `periodMs`, until `stop` aborts; each fire's adds go on their own, so that one fire's never wait
+ * for another's.
  */
-async function produce(queue: Queue, periodMs: number, leadMs: number, jobs: (at: number) => Spec[], running: () => boolean): Promise<void> {
+async function produce(queue: Queue, periodMs: number, leadMs: number, jobs: (at: number) => Spec[], stop: AbortSignal): Promise<void> {
   const adds: Array<Promise<void>> = [];
-  for (let at = Math.ceil((Date.now() + leadMs + 500) / periodMs) * periodMs; running(); at += periodMs) {
+  for (let at = Math.ceil((Date.now() + leadMs + 500) / periodMs) * periodMs; !stop.aborted; at += periodMs) {
     const wait = at - leadMs - Date.now();
-    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-    if (!running()) break;
+    if (wait > 0) await sleep(wait, undefined, { signal: stop }).catch(() => undefined);
+    if (stop.aborted) break;
     const fire = at;
-    adds.push(addFire(queue, fire, jobs(fire)).catch((err) => {
+    adds.push(addFire(queue, fire, jobs(fire), leadMs > 0).catch((err) => {
       process.stderr.write(`the add of the fire at ${new Date(fire).toISOString()} failed: ${(err as Error).message}\n`);
     }));
   }
@@ -174,7 +184,7 @@ async function main(): Promise<void> {
   const connection = new IORedis(redis.url, { maxRetriesPerRequest: null });
   const queue = new Queue(QUEUE, { connection });
   const workers: ChildProcess[] = [];
-  let running = true;
+  const stop = new AbortController();
   let producing: Promise<void> | undefined;
   try {
     for (let k = 0; k < WORKERS; k += 1) workers.push(await spawnWorker(redis.url));
@@ -182,18 +192,19 @@ async function main(): Promise<void> {
     if (MODE === 'schedulers') await upsertSchedulers(queue, everySecond, everyMinute);
     else {
       const lead = (ms: number) => (MODE === 'delayed' ? ms : 0);
-      const seconds = produce(queue, 1_000, lead(LEAD_MS), (at) => secondJobs(at, everySecond), () => running);
-      const minutes = produce(queue, 60_000, lead(MINUTE_LEAD_MS), (at) => minuteJobs(at, everyMinute + WIDE_ITEMS), () => running);
+      const seconds = produce(queue, 1_000, lead(LEAD_MS), (at) => secondJobs(at, everySecond), stop.signal);
+      const minutes = produce(queue, 60_000, lead(MINUTE_LEAD_MS), (at) => minuteJobs(at, everyMinute + WIDE_ITEMS), stop.signal);
       producing = Promise.all([seconds, minutes]).then(() => undefined);
     }
     process.stdout.write(`raw BullMQ ${MODE}${PRIORITIZED ? ', every-minute jobs prioritized behind' : ''}: ${everySecond} every-second jobs, ${everyMinute + WIDE_ITEMS} every-minute jobs and items; ${WORKERS} workers of concurrency ${CONCURRENCY}; set up in ${Date.now() - setupStarted} ms\n`);
-    await new Promise((resolve) => setTimeout(resolve, WARMUP_S * 1000));
+    await sleep(WARMUP_S * 1000);
     const scheduled: Array<[string, number | undefined]> = [['producer (this process)', process.pid], ...workers.map((w, k): [string, number | undefined] => [`worker-${k + 1}`, w.pid]), ['redis', redis.pid]];
     const schedAll = () => scheduled.map(([, pid]) => (pid === undefined ? undefined : schedStat(pid)));
     const schedFrom = schedAll();
     const commandsFrom = await redisCommandStats(redis.port);
     for (const w of workers) countStartLatency(w);
-    await new Promise((resolve) => setTimeout(resolve, COUNT_S * 1000));
+    await sleep(COUNT_S * 1000);
+    const countedUntil = Date.now() - COUNT_TAIL_MS;
     const minutes: Array<Record<string, number[]>> = [];
     const starts = (await Promise.all(workers.map(async (w) => {
       let text = '';
@@ -203,7 +214,7 @@ async function main(): Promise<void> {
       w.stdout!.off('data', collect);
       const line = /minute (\{.*\})\n/.exec(text);
       if (line) minutes.push(JSON.parse(line[1]!) as Record<string, number[]>);
-      return got;
+      return got.filter(([fire]) => fire < countedUntil);
     }))).flat();
     const schedTo = schedAll();
     const commandsTo = await redisCommandStats(redis.port);
@@ -215,17 +226,18 @@ async function main(): Promise<void> {
     process.stdout.write(`CPU run / runnable waiting for a CPU over the ${COUNT_S} s of the count (s, main thread): ${sched.join('; ')}\n`);
     process.stdout.write(`Redis's busiest commands over the count (calls / time): ${busiestCommands(commandsFrom, commandsTo)}\n`);
     const latency = startLatency(starts, everySecond);
-    process.stdout.write(`${everySecond} every-second jobs, fire to start (p50 / p99 / max): ${latency.all.n} starts of ${latency.fires} fires, ${triple(latency.all)}; in the first 3 s of a minute: ${latency.minute.n} starts, ${triple(latency.minute)}\n`);
+    process.stdout.write(`${everySecond} every-second jobs, fire to start (p50 / p99 / max) of the fires due before the count's last ${COUNT_TAIL_MS / 1000} s: ${latency.all.n} starts of ${latency.fires} fires, ${triple(latency.all)}; in the first 3 s of a minute: ${latency.minute.n} starts, ${triple(latency.minute)}\n`);
     const time = (t: number) => new Date(t).toISOString().slice(11, 19);
     process.stdout.write(`  fires with fewer than ${everySecond} starts: ${latency.short.length === 0 ? 'none' : latency.short.map((f) => `${time(f.fire)} (${f.starts})`).join(', ')}\n`);
     process.stdout.write(`  the latest fires (fire time: p50 / max): ${latency.worst.map((w) => `${time(w.fire)} ${w.p50} / ${w.max} ms`).join(', ')}\n`);
     const byMinute = new Map<number, number[]>();
     for (const m of minutes) for (const [fire, lates] of Object.entries(m)) byMinute.set(Number(fire), [...(byMinute.get(Number(fire)) ?? []), ...lates]);
     for (const [fire, lates] of [...byMinute].sort(([a], [b]) => a - b)) {
-      process.stdout.write(`  minute ${time(fire)}: ${lates.length} every-minute starts of ${everyMinute + WIDE_ITEMS}, fire to start ${triple(summarize(lates))}\n`);
+      const cut = lates.length < everyMinute + WIDE_ITEMS ? ' (not all started when the count ended: its figures are not the whole burst)' : '';
+      process.stdout.write(`  minute ${time(fire)}: ${lates.length} every-minute starts of ${everyMinute + WIDE_ITEMS}, fire to start ${triple(summarize(lates))}${cut}\n`);
     }
   } finally {
-    running = false;
+    stop.abort();
     await producing?.catch(() => undefined);
     for (const worker of workers) worker.kill('SIGKILL');
     await queue.close().catch(() => undefined);

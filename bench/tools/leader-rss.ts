@@ -14,11 +14,12 @@
  * over the 6 s and fire by fire, next to the fire's starts.
  * Last, ZooKeeper's znodes, data, RSS and heap in use. HEAP_SNAPSHOT=file.heapsnapshot writes the leader's heap at the end.
  * LEADER_NODE_ARGS (e.g. "--max-semi-space-size=4") and LEADER_ENV (e.g. "MALLOC_ARENA_MAX=2") are
- * passed to the leader's process, to compare settings in one session.
+ * passed to the leader's process, WORKER_NODE_ARGS and WORKER_ENV to the workers', to compare
+ * settings in one session.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { askStarts, countStartLatency, everyMinuteJobs, everySecondJobs, spawnRegisteringWorker, startLatency } from '../lib/job-mix';
+import { askStarts, countStartLatency, envAssignments, everyMinuteJobs, everySecondJobs, spawnRegisteringWorker, startLatency } from '../lib/job-mix';
 import { busiestCommands, procSample, redisCommandStats, schedStat, zkFootprint } from '../lib/services';
 import { findQueues, queueStages } from '../lib/stages';
 import { summarize, triple } from '../lib/stats';
@@ -87,7 +88,7 @@ async function main(): Promise<void> {
       workers.push(registering.child);
       process.stdout.write(`worker-${k}: ${registering.jobs} jobs registered ${registering.registeredMs} ms\n`);
     }
-    const extraEnv = Object.fromEntries((process.env.LEADER_ENV ?? '').split(/\s+/).filter(Boolean).map((kv) => kv.split('=', 2) as [string, string]));
+    const extraEnv = envAssignments(process.env.LEADER_ENV);
     const nodeArgs = (process.env.LEADER_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
     leader = spawn(process.execPath, ['--expose-gc', ...nodeArgs, '-e', LEADER, dist], {
       // Completed requests stay (the newest 100,000) for the stage breakdown at the end.
