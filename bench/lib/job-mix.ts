@@ -5,7 +5,8 @@
  * item each, but for the last 100 jobs, of 100 items every minute; `issue23-busy` the same but
  * without its hourly and daily jobs (they only lengthen the load: what fires each second and each
  * minute is the same, for a run in a quarter of the time). BENCH_WORKER_PROFILE=dir writes each
- * worker's CPU profile of the counting window there. STRATEGY (e.g. ROUND_ROBIN) sets the
+ * worker's CPU profile of the counting window there, BENCH_WORKER_ALLOC=dir its allocations
+ * ({@link PROFILES}). STRATEGY (e.g. ROUND_ROBIN) sets the
  * jobs' sharding strategy: with the default, AVG_ALLOCATION, every one-item job's item goes to the
  * first worker. WORKER_NODE_ARGS (e.g. "--max-semi-space-size=64") are the worker processes'
  * node flags, WORKER_ENV (e.g. "SHARDCRON_CONSUMERS=2") more of their environment. It also times each
@@ -34,6 +35,28 @@ export const GC_COUNT = `const gcs = {};
     }
   }).observe({ entryTypes: ['gc'] });`;
 
+/**
+ * Source for a bench worker script: `startProfiles()` and `stopProfiles(name)`, around the count.
+ * BENCH_WORKER_PROFILE=dir writes a CPU profile of it there as {name}-{pid}.cpuprofile;
+ * BENCH_WORKER_ALLOC=dir a sampling heap profile of what it allocated, collected or not (where the
+ * young generation's work comes from), as {name}-{pid}.heapprofile.
+ */
+export const PROFILES = `const profileDir = process.env.BENCH_WORKER_PROFILE;
+  const allocDir = process.env.BENCH_WORKER_ALLOC;
+  const inspector = profileDir || allocDir ? new (require('node:inspector').Session)() : undefined;
+  if (inspector) inspector.connect();
+  const startProfiles = () => {
+    if (profileDir) inspector.post('Profiler.enable', () => inspector.post('Profiler.start'));
+    if (allocDir) inspector.post('HeapProfiler.startSampling', { samplingInterval: 32768, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  };
+  const stopProfiles = (name) => {
+    const write = (dir, ext) => (err, res) => {
+      try { if (err) throw new Error(err.message); require('node:fs').mkdirSync(dir, { recursive: true }); require('node:fs').writeFileSync(require('node:path').join(dir, name + '-' + process.pid + ext), JSON.stringify(res.profile)); } catch (e) { process.stderr.write(name + ' profile not written: ' + e.message + '\\n'); }
+    };
+    if (profileDir) inspector.post('Profiler.stop', write(profileDir, '.cpuprofile'));
+    if (allocDir) inspector.post('HeapProfiler.stopSampling', write(allocDir, '.heapprofile'));
+  };`;
+
 const REGISTERING_WORKER = `
 const { defineJob, startNode } = require(process.argv[1]);
 (async () => {
@@ -51,21 +74,16 @@ const { defineJob, startNode } = require(process.argv[1]);
   // The event loop's delay over the same window (what a held request's timer waits for).
   const loop = require('node:perf_hooks').monitorEventLoopDelay({ resolution: 10 });
   ${GC_COUNT}
-  // BENCH_WORKER_PROFILE=dir: a CPU profile of the same window, written there as worker-{pid}.cpuprofile.
-  const profileDir = process.env.BENCH_WORKER_PROFILE;
-  const profiler = profileDir ? new (require('node:inspector').Session)() : undefined;
-  if (profiler) { profiler.connect(); require('node:fs').mkdirSync(profileDir, { recursive: true }); }
+  ${PROFILES}
   process.on('SIGUSR1', () => {
     starts.length = 0; counting = true; since = Date.now(); loop.reset(); loop.enable();
     for (const k of Object.keys(gcs)) delete gcs[k];
-    if (profiler) profiler.post('Profiler.enable', () => profiler.post('Profiler.start'));
+    startProfiles();
   });
   process.on('SIGUSR2', () => {
     counting = false;
     loop.disable();
-    if (profiler) profiler.post('Profiler.stop', (err, res) => {
-      try { if (!err) require('node:fs').writeFileSync(require('node:path').join(profileDir, 'worker-' + process.pid + '.cpuprofile'), JSON.stringify(res.profile)); } catch (e) { console.error('worker profile not written: ' + e.message); }
-    });
+    stopProfiles('worker');
     process.stdout.write('loop ' + JSON.stringify({ p50: loop.percentile(50) / 1e6, p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 }) + '\\n');
     for (const g of Object.values(gcs)) { g.ms = Math.round(g.ms); g.max = Math.round(g.max); }
     process.stdout.write('gc ' + JSON.stringify(gcs) + '\\n');
@@ -96,7 +114,7 @@ export function envAssignments(text: string | undefined): Record<string, string>
  */
 export function spawnRegisteringWorker(dist: string, n: number, mix: string, env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; registeredMs: number; jobs: number }> {
   const strategy = process.env.STRATEGY ? { BENCH_STRATEGY: process.env.STRATEGY } : {};
-  const profile = process.env.BENCH_WORKER_PROFILE ? { BENCH_WORKER_PROFILE: process.env.BENCH_WORKER_PROFILE } : {};
+  const profile = { ...(process.env.BENCH_WORKER_PROFILE && { BENCH_WORKER_PROFILE: process.env.BENCH_WORKER_PROFILE }), ...(process.env.BENCH_WORKER_ALLOC && { BENCH_WORKER_ALLOC: process.env.BENCH_WORKER_ALLOC }) };
   const concurrency = process.env.CONCURRENCY ? { BENCH_CONCURRENCY: process.env.CONCURRENCY } : {};
   const nodeArgs = (process.env.WORKER_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
   const child = spawn(process.execPath, [...nodeArgs, '-e', REGISTERING_WORKER, dist, String(n), mix], { env: { PATH: process.env.PATH, ...env, ...strategy, ...profile, ...concurrency, ...envAssignments(process.env.WORKER_ENV) }, stdio: ['ignore', 'pipe', 'inherit'] });

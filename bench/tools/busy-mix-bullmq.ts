@@ -25,13 +25,14 @@
  * max, and in the first 3 s of a minute; the every-minute jobs' starts per minute; the event-loop
  * delay and garbage collections of each worker; CPU run and
  * waiting for a CPU of every process (as leader-rss.ts prints them) and Redis's busiest commands.
- * BENCH_WORKER_PROFILE=dir writes each worker's CPU profile of the count there.
+ * BENCH_WORKER_PROFILE=dir writes each worker's CPU profile of the count there, BENCH_WORKER_ALLOC=dir
+ * a sampling profile of its allocations (bench/lib/job-mix.ts, PROFILES).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
 import IORedis from 'ioredis';
-import { askStarts, countStartLatency, everyMinuteJobs, everySecondJobs, GC_COUNT, startLatency, WIDE_JOB_ITEMS, WIDE_JOBS } from '../lib/job-mix';
+import { askStarts, countStartLatency, everyMinuteJobs, everySecondJobs, GC_COUNT, PROFILES, startLatency, WIDE_JOB_ITEMS, WIDE_JOBS } from '../lib/job-mix';
 import { busiestCommands, redisCommandStats, schedStat } from '../lib/services';
 import { summarize, triple } from '../lib/stats';
 import { RedisServer } from '../../src/dev/redis-server';
@@ -70,21 +71,16 @@ let counting = false;
 let since = Infinity;
 const loop = require('node:perf_hooks').monitorEventLoopDelay({ resolution: 10 });
 ${GC_COUNT}
-// BENCH_WORKER_PROFILE=dir: a CPU profile of the count, written there as bullmq-worker-{pid}.cpuprofile.
-const profileDir = process.env.BENCH_WORKER_PROFILE;
-const profiler = profileDir ? new (require('node:inspector').Session)() : undefined;
-if (profiler) { profiler.connect(); require('node:fs').mkdirSync(profileDir, { recursive: true }); }
+${PROFILES}
 process.on('SIGUSR1', () => {
   starts.length = 0; counting = true; since = Date.now(); loop.reset(); loop.enable();
   for (const k of Object.keys(gcs)) delete gcs[k];
-  if (profiler) profiler.post('Profiler.enable', () => profiler.post('Profiler.start'));
+  startProfiles();
 });
 process.on('SIGUSR2', () => {
   counting = false;
   loop.disable();
-  if (profiler) profiler.post('Profiler.stop', (err, res) => {
-    try { if (!err) require('node:fs').writeFileSync(require('node:path').join(profileDir, 'bullmq-worker-' + process.pid + '.cpuprofile'), JSON.stringify(res.profile)); } catch (e) { process.stderr.write('worker profile not written: ' + e.message + '\\n'); }
-  });
+  stopProfiles('bullmq-worker');
   process.stdout.write('loop ' + JSON.stringify({ p50: loop.percentile(50) / 1e6, p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 }) + '\\n');
   for (const g of Object.values(gcs)) { g.ms = Math.round(g.ms); g.max = Math.round(g.max); }
   process.stdout.write('gc ' + JSON.stringify(gcs) + '\\n');
