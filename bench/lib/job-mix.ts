@@ -6,7 +6,7 @@
  * without its hourly and daily jobs (they only lengthen the load: what fires each second and each
  * minute is the same, for a run in a quarter of the time). BENCH_WORKER_PROFILE=dir writes each
  * worker's CPU profile of the counting window there, BENCH_WORKER_ALLOC=dir its allocations
- * ({@link PROFILES}). STRATEGY (e.g. ROUND_ROBIN) sets the
+ * ({@link countingSource}). STRATEGY (e.g. ROUND_ROBIN) sets the
  * jobs' sharding strategy: with the default, AVG_ALLOCATION, every one-item job's item goes to the
  * first worker. WORKER_NODE_ARGS (e.g. "--max-semi-space-size=64") are the worker processes'
  * node flags, WORKER_ENV (e.g. "SHARDCRON_CONSUMERS=2") more of their environment. It also times each
@@ -21,11 +21,22 @@ export const WIDE_JOBS = 100;
 export const WIDE_JOB_ITEMS = 100;
 
 /**
- * Source for a bench worker script (run with `node -e`): `gcs`, its garbage collections while its
- * `counting` is true, by kind (Node's gc entries: 1 minor, 2 major, 4 incremental, 8 weak
- * callbacks): count, total and longest pause, printed as the `gc` line {@link askStarts} reads.
+ * Source for a bench worker script (run with `node -e`): what it counts between SIGUSR1 (start)
+ * and SIGUSR2 (print), in the lines {@link askStarts} reads. The script pushes
+ * `[fire time, ms late]` onto `starts` while `counting`, for fires from `since` on; this source
+ * adds the event loop's delay, the garbage collections by kind (Node's gc entries: 1 minor,
+ * 2 major, 4 incremental, 8 weak callbacks; count, total and longest pause), and the profiles:
+ * BENCH_WORKER_PROFILE=dir a CPU profile as {profileName}-{pid}.cpuprofile, BENCH_WORKER_ALLOC=dir
+ * a sampling heap profile of what it allocated, collected or not (where the young generation's
+ * work comes from), as {profileName}-{pid}.heapprofile. `extraReport`: statements that print more
+ * lines before the `latency` one.
  */
-export const GC_COUNT = `const gcs = {};
+export function countingSource(profileName: string, extraReport = ''): string {
+  return `const starts = [];
+  let counting = false;
+  let since = Infinity;
+  const loop = require('node:perf_hooks').monitorEventLoopDelay({ resolution: 10 });
+  const gcs = {};
   new (require('node:perf_hooks').PerformanceObserver)((list) => {
     if (!counting) return;
     for (const e of list.getEntries()) {
@@ -33,29 +44,32 @@ export const GC_COUNT = `const gcs = {};
       const g = (gcs[kind] ??= { count: 0, ms: 0, max: 0 });
       g.count += 1; g.ms += e.duration; g.max = Math.max(g.max, e.duration);
     }
-  }).observe({ entryTypes: ['gc'] });`;
-
-/**
- * Source for a bench worker script: `startProfiles()` and `stopProfiles(name)`, around the count.
- * BENCH_WORKER_PROFILE=dir writes a CPU profile of it there as {name}-{pid}.cpuprofile;
- * BENCH_WORKER_ALLOC=dir a sampling heap profile of what it allocated, collected or not (where the
- * young generation's work comes from), as {name}-{pid}.heapprofile.
- */
-export const PROFILES = `const profileDir = process.env.BENCH_WORKER_PROFILE;
+  }).observe({ entryTypes: ['gc'] });
+  const profileDir = process.env.BENCH_WORKER_PROFILE;
   const allocDir = process.env.BENCH_WORKER_ALLOC;
   const inspector = profileDir || allocDir ? new (require('node:inspector').Session)() : undefined;
   if (inspector) inspector.connect();
-  const startProfiles = () => {
+  const writeProfile = (dir, ext) => (err, res) => {
+    try { if (err) throw new Error(err.message); require('node:fs').mkdirSync(dir, { recursive: true }); require('node:fs').writeFileSync(require('node:path').join(dir, '${profileName}-' + process.pid + ext), JSON.stringify(res.profile)); } catch (e) { process.stderr.write('${profileName} profile not written: ' + e.message + '\\n'); }
+  };
+  process.on('SIGUSR1', () => {
+    starts.length = 0; counting = true; since = Date.now(); loop.reset(); loop.enable();
+    for (const k of Object.keys(gcs)) delete gcs[k];
     if (profileDir) inspector.post('Profiler.enable', () => inspector.post('Profiler.start'));
     if (allocDir) inspector.post('HeapProfiler.startSampling', { samplingInterval: 32768, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
-  };
-  const stopProfiles = (name) => {
-    const write = (dir, ext) => (err, res) => {
-      try { if (err) throw new Error(err.message); require('node:fs').mkdirSync(dir, { recursive: true }); require('node:fs').writeFileSync(require('node:path').join(dir, name + '-' + process.pid + ext), JSON.stringify(res.profile)); } catch (e) { process.stderr.write(name + ' profile not written: ' + e.message + '\\n'); }
-    };
-    if (profileDir) inspector.post('Profiler.stop', write(profileDir, '.cpuprofile'));
-    if (allocDir) inspector.post('HeapProfiler.stopSampling', write(allocDir, '.heapprofile'));
-  };`;
+  });
+  process.on('SIGUSR2', () => {
+    counting = false;
+    loop.disable();
+    if (profileDir) inspector.post('Profiler.stop', writeProfile(profileDir, '.cpuprofile'));
+    if (allocDir) inspector.post('HeapProfiler.stopSampling', writeProfile(allocDir, '.heapprofile'));
+    process.stdout.write('loop ' + JSON.stringify({ p50: loop.percentile(50) / 1e6, p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 }) + '\\n');
+    for (const g of Object.values(gcs)) { g.ms = Math.round(g.ms); g.max = Math.round(g.max); }
+    process.stdout.write('gc ' + JSON.stringify(gcs) + '\\n');
+    ${extraReport}
+    process.stdout.write('latency ' + JSON.stringify(starts) + '\\n');
+  });`;
+}
 
 const REGISTERING_WORKER = `
 const { defineJob, startNode } = require(process.argv[1]);
@@ -66,29 +80,9 @@ const { defineJob, startNode } = require(process.argv[1]);
   // issue 23's wide jobs (WIDE_JOBS of WIDE_JOB_ITEMS items): the last ones, every minute.
   const wide = (i) => issue23 && n >= 1000 && i >= n - ${WIDE_JOBS};
   const cron = (i) => !issue23 ? '* * * * * ?' : i < n / 100 ? '* * * * * ?' : i < n / 100 + n / 5 || wide(i) ? '0 * * * * ?' : i % 2 ? '0 0 * * * ?' : '0 0 3 * * ?';
-  // Fire-to-start of the every-second jobs: [fire time, ms late] of the fires due from SIGUSR1 on
-  // (older fires a new leader still catches up are not the steady state).
-  const starts = [];
-  let counting = false;
-  let since = Infinity;
-  // The event loop's delay over the same window (what a held request's timer waits for).
-  const loop = require('node:perf_hooks').monitorEventLoopDelay({ resolution: 10 });
-  ${GC_COUNT}
-  ${PROFILES}
-  process.on('SIGUSR1', () => {
-    starts.length = 0; counting = true; since = Date.now(); loop.reset(); loop.enable();
-    for (const k of Object.keys(gcs)) delete gcs[k];
-    startProfiles();
-  });
-  process.on('SIGUSR2', () => {
-    counting = false;
-    loop.disable();
-    stopProfiles('worker');
-    process.stdout.write('loop ' + JSON.stringify({ p50: loop.percentile(50) / 1e6, p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 }) + '\\n');
-    for (const g of Object.values(gcs)) { g.ms = Math.round(g.ms); g.max = Math.round(g.max); }
-    process.stdout.write('gc ' + JSON.stringify(gcs) + '\\n');
-    process.stdout.write('latency ' + JSON.stringify(starts) + '\\n');
-  });
+  // Fire-to-start of the every-second jobs (\`starts\`), counted for the fires due from SIGUSR1 on:
+  // older fires a new leader still catches up are not the steady state.
+  ${countingSource('worker')}
   const everySecond = (i) => cron(i) === '* * * * * ?';
   const rare = (i) => cron(i) === '0 0 * * * ?' || cron(i) === '0 0 3 * * ?';
   const jobs = Array.from({ length: n }, (_, i) => i).filter((i) => !(busyOnly && rare(i))).map((i) => defineJob({ name: 's' + i, cron: cron(i), shardingTotalCount: wide(i) ? ${WIDE_JOB_ITEMS} : 1, ...(process.env.BENCH_STRATEGY && { shardingStrategy: process.env.BENCH_STRATEGY }), monitorExecution: false, execute: everySecond(i) ? async (ctx) => { if (counting && ctx.fireTime >= since) starts.push([ctx.fireTime, Date.now() - ctx.fireTime]); } : async () => {} }));

@@ -26,13 +26,13 @@
  * delay and garbage collections of each worker; CPU run and
  * waiting for a CPU of every process (as leader-rss.ts prints them) and Redis's busiest commands.
  * BENCH_WORKER_PROFILE=dir writes each worker's CPU profile of the count there, BENCH_WORKER_ALLOC=dir
- * a sampling profile of its allocations (bench/lib/job-mix.ts, PROFILES).
+ * a sampling profile of its allocations (bench/lib/job-mix.ts, countingSource).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
 import IORedis from 'ioredis';
-import { askStarts, countStartLatency, everyMinuteJobs, everySecondJobs, GC_COUNT, PROFILES, startLatency, WIDE_JOB_ITEMS, WIDE_JOBS } from '../lib/job-mix';
+import { askStarts, countStartLatency, everyMinuteJobs, everySecondJobs, countingSource, startLatency, WIDE_JOB_ITEMS, WIDE_JOBS } from '../lib/job-mix';
 import { busiestCommands, redisCommandStats, schedStat } from '../lib/services';
 import { summarize, triple } from '../lib/stats';
 import { RedisServer } from '../../src/dev/redis-server';
@@ -65,28 +65,8 @@ const WORKER = `
 const { Worker } = require(process.argv[1]);
 const IORedis = require(process.argv[2]);
 const nominal = (job) => job.id.startsWith('repeat:') ? Number(job.id.slice(job.id.lastIndexOf(':') + 1)) : job.data.fireTime;
-const starts = [];
 const minute = {};
-let counting = false;
-let since = Infinity;
-const loop = require('node:perf_hooks').monitorEventLoopDelay({ resolution: 10 });
-${GC_COUNT}
-${PROFILES}
-process.on('SIGUSR1', () => {
-  starts.length = 0; counting = true; since = Date.now(); loop.reset(); loop.enable();
-  for (const k of Object.keys(gcs)) delete gcs[k];
-  startProfiles();
-});
-process.on('SIGUSR2', () => {
-  counting = false;
-  loop.disable();
-  stopProfiles('bullmq-worker');
-  process.stdout.write('loop ' + JSON.stringify({ p50: loop.percentile(50) / 1e6, p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 }) + '\\n');
-  for (const g of Object.values(gcs)) { g.ms = Math.round(g.ms); g.max = Math.round(g.max); }
-  process.stdout.write('gc ' + JSON.stringify(gcs) + '\\n');
-  process.stdout.write('minute ' + JSON.stringify(minute) + '\\n');
-  process.stdout.write('latency ' + JSON.stringify(starts) + '\\n');
-});
+${countingSource('bullmq-worker', "process.stdout.write('minute ' + JSON.stringify(minute) + '\\n');")}
 const connection = new IORedis(process.argv[3], { maxRetriesPerRequest: null });
 const worker = new Worker(process.argv[4], async (job) => {
   const fire = nominal(job);
