@@ -16,7 +16,9 @@ module.exports = {
       testEnvironment: 'node',
       transform,
       testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
-      // Run with --runInBand (see package.json): suites start their own servers and assert on timing.
+      // Two files at a time (--maxWorkers=2, package.json): each starts its own servers on free ports, and
+      // most of a file's time is spent waiting on real sessions and fires (about 30% of two cores busy
+      // when run one at a time), so two halve the run; more would crowd the timing a file asserts on.
     },
     {
       // A real browser (chromium) on the console of a real cluster; screenshots in test-artifacts/.
