@@ -315,13 +315,14 @@ export class HandlerCalls {
   /**
    * Reports a run once its release is over: `status` is the outcome as settled by the release (a
    * completion that could not be recorded is `aborted`, with `reason`). The event's `at` is when the
-   * code ended, not when the release answered: the run stopped then.
+   * code ended, not when the release answered: the run stopped then. A promise only while
+   * `afterExecute` runs (most jobs have none, and need no promise per run).
    */
-  async finish(definition: ResolvedJobDefinition, request: ExecutionRequest, run: HandlerRun, status: ExecutionStatus, reason?: string): Promise<void> {
+  finish(definition: ResolvedJobDefinition, request: ExecutionRequest, run: HandlerRun, status: ExecutionStatus, reason?: string): Promise<void> | undefined {
     const outcome = status === run.outcome.status ? run.outcome : { ...run.outcome, status };
     this.recordEnd(request, { status, reason, attempts: outcome.attempts, startedAt: run.started, durationMs: outcome.durationMs, error: outcome.error, report: run.report });
     const { afterExecute } = definition.listeners;
-    if (afterExecute) await callListener(() => afterExecute(run.context, outcome), () => execution.logger(run.context));
+    return afterExecute ? callListener(() => afterExecute(run.context, outcome), () => execution.logger(run.context)) : undefined;
   }
 
   /** Records a request that did not run, and why. */

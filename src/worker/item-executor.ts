@@ -143,7 +143,7 @@ export class ItemExecutor {
     if (config.disabled) {
       if (early) await this.unlockAhead(early);
       const skipped = this.calls.skipped(request, 'job disabled');
-      await this.ownRoundEnded(definition, request);
+      if (request.fireItems !== undefined) await this.ownRoundEnded(definition, request);
       return skipped;
     }
     // A lock taken ahead belongs to the session it was taken on: if that session is gone, or out of
@@ -165,13 +165,20 @@ export class ItemExecutor {
    * Takes the item's lock now for a request held until its fire time (monitorExecution only), so
    * that at the fire time no round trip stands before the handler. Only a free item is taken: one
    * found running is left alone, with no misfire mark, since its run may well end before the fire
-   * time; the request then locks at the fire time as usual. Undefined when not taken.
+   * time; the request then locks at the fire time as usual. Undefined (at once, or as the
+   * promise's value) when not taken.
    */
-  async lockAhead(request: ExecutionRequest): Promise<EarlyLock | undefined> {
+  lockAhead(request: ExecutionRequest): Promise<EarlyLock | undefined> | undefined {
     const config = this.ctx.config(request.job);
+    // Without monitorExecution (most requests held ahead) nothing is locked ahead: no promise either.
+    if (request.givenUp || config.disabled || !config.monitorExecution) return undefined;
     const key = itemKey(request);
     // Requests of ours for older fires of the item come first (waiting for it, or on their way).
-    if (request.givenUp || config.disabled || !config.monitorExecution || this.turns.hasWaiters(key) || this.turns.olderInFlight(key, request.fireTime)) return undefined;
+    if (this.turns.hasWaiters(key) || this.turns.olderInFlight(key, request.fireTime)) return undefined;
+    return this.tryLockAhead(config, request);
+  }
+
+  private async tryLockAhead(config: JobConfig, request: ExecutionRequest): Promise<EarlyLock | undefined> {
     try {
       const acquired = await this.lock.acquire(config, request, { markOnBusy: false, waitBehindCatchUp: false, catchUp: request.catchUp === true });
       return isBusy(acquired) ? undefined : { request, hold: acquired };
@@ -194,9 +201,11 @@ export class ItemExecutor {
   /** Gives back a lock taken ahead whose request does not run (stopped while it was held). */
   async unlockAhead(lock: EarlyLock): Promise<void> {
     const { request, hold } = lock;
-    await this.lock.release(request, hold, { completed: false, readMark: false }).catch((err) => {
+    try {
+      await this.lock.release(request, hold, { completed: false, readMark: false });
+    } catch (err) {
       this.ctx.log.warn({ err, job: request.job, item: request.item }, 'could not give back an item locked ahead');
-    });
+    }
   }
 
   /** The rounds of one request: its own run, then a run per misfire mark it finds. */
@@ -218,7 +227,7 @@ export class ItemExecutor {
         const taken = round === 0 ? await this.takeInTurn(config, current, key, mustRun, catchUp, options.enqueuedAt) : await this.takeForRerun(config, current, mustRun);
         if (taken === 'deferred' || taken === 'aborted') return taken;
         if (taken === 'skipped' && round === 0) {
-          await this.ownRoundEnded(definition, request);
+          if (request.fireItems !== undefined) await this.ownRoundEnded(definition, request);
           return 'skipped';
         }
         if (taken === 'skipped') return status; // a later round's mark stays for whoever holds the item
@@ -227,7 +236,8 @@ export class ItemExecutor {
       }
       let released: Released;
       if (hold.done?.includes(current.fireTime)) {
-        released = await this.lock.release(current, hold, { completed: false, mark, readMark: config.misfire });
+        const answer = this.lock.release(current, hold, { completed: false, mark, readMark: config.misfire });
+        released = answer instanceof Promise ? await answer : answer;
         const skipped = this.calls.skipped(current, 'this fire of the item already completed');
         // A later round skipped is no run: the status stays that of the run this request made.
         if (round === 0) status = skipped;
@@ -240,9 +250,13 @@ export class ItemExecutor {
       if (status === 'aborted') return status;
       // The item ended for the request's own fire; later rounds stand for other fires, whose own
       // requests counted the item when they found it running (skipped).
-      if (round === 0) await this.ownRoundEnded(definition, request);
+      if (round === 0 && request.fireItems !== undefined) await this.ownRoundEnded(definition, request);
       // The release read the mark right after it when it could; otherwise read it now.
-      const next = released.mark !== undefined ? released.mark ?? undefined : config.misfire ? await this.lock.peekMisfire(config, current) : undefined;
+      let next = released.mark ?? undefined;
+      if (released.mark === undefined && config.misfire) {
+        const answer = this.lock.peekMisfire(config, current);
+        next = answer instanceof Promise ? await answer : answer;
+      }
       // The same mark again means we could not delete it: stop rather than loop (the next holder
       // takes it). A re-created mark is new even at version 0: it carries another fire time.
       if (!next || (mark && next.version === mark.version && next.fireTime === mark.fireTime)) return status;
@@ -283,7 +297,8 @@ export class ItemExecutor {
     const waitLimit = mustRun ? Number.POSITIVE_INFINITY : this.nextFires.after(config, Math.max(request.fireTime, enqueuedAt ?? 0));
     for (;;) {
       const waiting = Date.now() < waitLimit;
-      const acquired = await this.lock.acquire(config, request, { markOnBusy: !mustRun, waitBehindCatchUp: waiting, catchUp });
+      const answer = this.lock.acquire(config, request, { markOnBusy: !mustRun, waitBehindCatchUp: waiting, catchUp });
+      const acquired = answer instanceof Promise ? await answer : answer;
       if (!isBusy(acquired)) return { hold: acquired, catchUp };
       // Leased elsewhere with no run in progress: its holder was asked for it and lets go at once.
       if (acquired.handoff) return 'deferred';
@@ -324,15 +339,23 @@ export class ItemExecutor {
     try {
       run = await this.calls.call(definition, config, request, hold.session?.sessionId ?? this.ctx.zk.sessionId);
     } catch (err) {
-      await this.lock.release(request, hold, { completed: false, readMark: false }).catch(() => undefined);
+      try {
+        await this.lock.release(request, hold, { completed: false, readMark: false });
+      } catch {
+        // The call's own error is the one to report.
+      }
       if (failoverMarker) await this.unmarkFailover(request);
       throw err;
     }
     const completed = run?.outcome.status === 'completed';
-    const released = await this.lock.release(request, hold, { completed, mark: completed ? mark : undefined, readMark: config.misfire }).catch((err): Released => {
+    let released: Released;
+    try {
+      const answer = this.lock.release(request, hold, { completed, mark: completed ? mark : undefined, readMark: config.misfire });
+      released = answer instanceof Promise ? await answer : answer;
+    } catch (err) {
       this.ctx.log.warn({ err, job: request.job, item: request.item }, 'could not release the item after its run');
-      return { recorded: false, mark: undefined };
-    });
+      released = { recorded: false, mark: undefined };
+    }
     if (failoverMarker) await this.unmarkFailover(request);
     // Stopped before it got a place: nothing ran, and that was recorded.
     if (!run) return { status: 'aborted', released };
@@ -342,16 +365,18 @@ export class ItemExecutor {
       status = 'aborted';
       reason = released.unknown ? MAYBE_RECORDED : NOT_RECORDED;
     }
-    await this.calls.finish(definition, request, run, status, reason);
+    const listening = this.calls.finish(definition, request, run, status, reason);
+    if (listening) await listening;
     return { status, released, error: run.outcome.error };
   }
 
   /**
    * The request's item ended for its fire, whatever the outcome (not when it goes back to the queue):
-   * counted for the fire's afterFire. Nothing for requests without `fireItems`.
+   * counted for the fire's afterFire. Only for requests with `fireItems` (the callers look first:
+   * an async call per request for nothing was a promise and a frame on every other request).
    */
   private async ownRoundEnded(definition: ResolvedJobDefinition, request: ExecutionRequest): Promise<void> {
-    if (request.fireItems !== undefined) await this.ctx.fires?.itemEnded(definition, request);
+    await this.ctx.fires?.itemEnded(definition, request);
   }
 
   /** `sharding/{i}/failover` tells operators which instance runs a failed-over item. */

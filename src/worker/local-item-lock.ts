@@ -11,45 +11,49 @@ import type { ExecutionRequest } from '../shared/registry/execution-request';
 import { addCompletedFire } from '../shared/registry/completed-fires';
 import { itemKey, jobOfItemKey, type AcquireOptions, type Acquired, type Hold, type ItemLock, type MisfireMark, type Released, type ReleaseOptions } from './item-lock';
 
-/** {@link ItemLock} within this process. */
+/** A hold of an item no run here completed yet, and every release's answer: the same objects each time (never changed). */
+const FIRST_HOLD: Hold = Object.freeze({});
+const RELEASED: Released = Object.freeze({ recorded: true, mark: undefined });
+
+/** {@link ItemLock} within this process: it answers at once, never with a promise. */
 export class LocalItemLock implements ItemLock {
   /** Items (`{job}|{item}`) a run of this process holds: whether it catches up. */
   private readonly running = new Map<string, boolean>();
   /** item key -> latest fire time that found it running. */
   private readonly misfires = new Map<string, number>();
   /**
-   * item key -> the last {@link COMPLETED_FIRES_KEPT} fire times completed here, the newest last (as
-   * ZooKeeper's item node keeps them with monitorExecution): 32 numbers per item this process ran,
-   * whatever the throughput.
+   * item key -> the hold of its next run here: the last {@link COMPLETED_FIRES_KEPT} fire times
+   * completed here, the newest last (as ZooKeeper's item node keeps them with monitorExecution): 32
+   * numbers per item this process ran, whatever the throughput, in one object per item rather than
+   * a new hold per run.
    */
-  private readonly completed = new Map<string, number[]>();
+  private readonly completed = new Map<string, { readonly done: number[] }>();
 
   /** `onReleased`: a hold of this process on the item ended. */
   constructor(private readonly onReleased: (key: string) => void) {}
 
-  async acquire(config: JobConfig, request: ExecutionRequest, options: AcquireOptions): Promise<Acquired> {
+  acquire(config: JobConfig, request: ExecutionRequest, options: AcquireOptions): Acquired {
     const key = itemKey(request);
     const holder = this.running.get(key);
     if (holder === undefined) {
       this.running.set(key, options.catchUp);
-      const done = this.completed.get(key);
-      return done ? { done } : {};
+      return this.completed.get(key) ?? FIRST_HOLD;
     }
     if (holder && options.waitBehindCatchUp) return { busy: true, local: true, catchUp: true };
     if (config.misfire && options.markOnBusy) this.misfires.set(key, Math.max(this.misfires.get(key) ?? 0, request.fireTime));
     return { busy: true, local: true, catchUp: holder };
   }
 
-  async release(request: ExecutionRequest, _hold: Hold, options?: ReleaseOptions): Promise<Released> {
+  release(request: ExecutionRequest, _hold: Hold, options?: ReleaseOptions): Released {
     const key = itemKey(request);
     if (options?.completed) this.addCompleted(key, request.fireTime);
     this.running.delete(key);
     this.onReleased(key);
-    return { recorded: true, mark: undefined };
+    return RELEASED;
   }
 
   /** The mark, consumed at once: a process that dies takes its marks with it anyway. */
-  async peekMisfire(_config: JobConfig, request: ExecutionRequest): Promise<MisfireMark | undefined> {
+  peekMisfire(_config: JobConfig, request: ExecutionRequest): MisfireMark | undefined {
     const key = itemKey(request);
     const fireTime = this.misfires.get(key);
     this.misfires.delete(key);
@@ -61,7 +65,7 @@ export class LocalItemLock implements ItemLock {
   }
 
   knownCompleted(key: string, fireTime: number): boolean {
-    return this.completed.get(key)?.includes(fireTime) === true;
+    return this.completed.get(key)?.done.includes(fireTime) === true;
   }
 
   /**
@@ -71,9 +75,9 @@ export class LocalItemLock implements ItemLock {
    * run of this process holds the item.
    */
   private addCompleted(key: string, fireTime: number): void {
-    let list = this.completed.get(key);
-    if (!list) this.completed.set(key, (list = []));
-    addCompletedFire(list, fireTime);
+    let hold = this.completed.get(key);
+    if (!hold) this.completed.set(key, (hold = { done: [] }));
+    addCompletedFire(hold.done, fireTime);
   }
 
   forgetJob(job: string): void {

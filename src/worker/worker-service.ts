@@ -656,7 +656,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     const yieldTo = early ? undefined : this.yieldTo(job, request, takenAt);
     const wakeAt = yieldTo ?? (early ? Math.min(request.fireTime, takenAt + MAX_EARLY_HOLD_MS) : takenAt);
     const due = await this.alarm.wait(wakeAt, signal, yieldTo !== undefined);
-    const lockedAhead = await ahead;
+    const lockedAhead = ahead && (await ahead);
     if (!due || signal.aborted) {
       // Stopped meanwhile (session lost, forced shutdown): not run, so put back, as an abort is.
       if (lockedAhead) await this.executor.unlockAhead(lockedAhead);

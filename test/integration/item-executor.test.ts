@@ -127,7 +127,7 @@ async function instance(
     forgetJob: () => executor.forgetJob(JOB),
     run: (fireTime, source = 'NORMAL', { mustRun = false, item = 0, lockedAhead } = {}) =>
       executor.run(definition, { job: JOB, item, fireTime, source, epoch: 1 }, { mustRun, lockedAhead }),
-    lockAhead: (fireTime, item = 0) => executor.lockAhead({ job: JOB, item, fireTime, source: 'NORMAL', epoch: 1 }),
+    lockAhead: async (fireTime, item = 0) => executor.lockAhead({ job: JOB, item, fireTime, source: 'NORMAL', epoch: 1 }),
     unlockAhead: (lock) => executor.unlockAhead(lock),
     starts: (item = 0) => records.filter((r) => r.event === 'start' && r.item === item).map((r) => [r.fireTime, r.source]),
     finishes: (item = 0) => records.filter((r) => r.event === 'finish' && r.item === item).map((r) => [r.fireTime, r.source, r.status]),
