@@ -236,8 +236,9 @@ export class ItemExecutor {
       }
       let released: Released;
       if (hold.done?.includes(current.fireTime)) {
-        const answer = this.lock.release(current, hold, { completed: false, mark, readMark: config.misfire });
-        released = answer instanceof Promise ? await answer : answer;
+        // Awaited even when the lock answers at once: the request its release woke (the oldest
+        // waiting for the item) takes it before a re-run of this one can (a replay, so rare).
+        released = await this.lock.release(current, hold, { completed: false, mark, readMark: config.misfire });
         const skipped = this.calls.skipped(current, 'this fire of the item already completed');
         // A later round skipped is no run: the status stays that of the run this request made.
         if (round === 0) status = skipped;

@@ -83,7 +83,10 @@ export interface Released {
  * A lock's answer: a promise when it asks ZooKeeper or Redis, the value itself when this process's
  * own maps answer (the lock without monitorExecution). That one answered through an async function
  * made a promise, a frame and a microtask per call, three calls per request, on the hot path of
- * jobs that fire every second: the item runner awaits only an answer that is a promise.
+ * jobs that fire every second: the item runner awaits only an answer that is a promise, a native
+ * one (it looks with `instanceof Promise`; a lock's async methods make those). Where a release
+ * wakes a request waiting for the item, the runner still awaits it, so that the woken request takes
+ * the item before the releasing request's next round can.
  */
 export type LockAnswer<T> = T | Promise<T>;
 
