@@ -26,6 +26,9 @@ import type { TaskChain } from './task-chain';
  */
 export const REPLAY_WINDOW_MS = 10 * 60_000;
 
+/** What a replay whose enqueue failed is logged as. */
+const REPLAY_FAILED = 'deferred enqueue failed';
+
 /** What a takeover works with. */
 export interface TakeoverDeps {
   zk: ZkClient;
@@ -49,6 +52,11 @@ export interface TakeoverDeps {
 
 /** A new leader's catching up with what its predecessor left. */
 export class Takeover {
+  /** The enqueues of replays already due, waiting for their chain task ({@link enqueueOnChain}). */
+  private due: Array<() => Promise<void>> = [];
+  /** That task, from when it is queued until it starts. */
+  private dueTask: Promise<void> | undefined;
+
   constructor(private readonly deps: TakeoverDeps) {}
 
   /**
@@ -141,19 +149,34 @@ export class Takeover {
       }
       this.deps.log.warn({ job, fireTime: ledger.fireTime, items: orphaned, live: targets.size }, 'last fire names instances that are gone; their items go to live instances');
     }
+    const enqueue = async (): Promise<void> => {
+      await this.deps.queues.enqueueGathered(byQueue);
+      // As behind a fire's enqueue (FireLoop.release); a replay deferred to its fire time may come
+      // after the orphan sweep moved a dead target's queue. A job removed meanwhile has a closed
+      // view that knows no instance: nothing to tell from it.
+      if (this.deps.jobs.get(job) === state) this.deps.moves.afterEnqueue(queues, state.view);
+    };
     // A ledger written ahead of its fire is enqueued no earlier than a fire of a few requests is.
-    // Replays due in the same turn (most of a takeover's) share their addBulk calls.
-    await this.deps.chain.at(
-      ledger.fireTime - this.deps.deliveryLeadMs(),
-      async () => {
-        await this.deps.queues.enqueueGathered(byQueue);
-        // As behind a fire's enqueue (FireLoop.release); a replay deferred to its fire time may come
-        // after the orphan sweep moved a dead target's queue. A job removed meanwhile has a closed
-        // view that knows no instance: nothing to tell from it.
-        if (this.deps.jobs.get(job) === state) this.deps.moves.afterEnqueue(queues, state.view);
-      },
-      'deferred enqueue failed',
-    );
+    const at = ledger.fireTime - this.deps.deliveryLeadMs();
+    if (at > this.deps.clock.now()) await this.deps.chain.at(at, enqueue, REPLAY_FAILED);
+    else await this.enqueueOnChain(enqueue);
+  }
+
+  /**
+   * Runs the enqueue of a replay already due on the chain, not beside its tasks: a queue move of an
+   * instance lost meanwhile reads the queue and then obliterates it, and a replay's requests that
+   * landed in between were deleted unseen (and `chain.at` runs a task already due inline, for
+   * callers on the chain; a takeover's are not). Replays due while the task waits join it and start
+   * in one turn, so that they still share their addBulk calls (most of a takeover's are due at once).
+   */
+  private enqueueOnChain(enqueue: () => Promise<void>): Promise<void> {
+    this.due.push(enqueue);
+    this.dueTask ??= this.deps.chain.run(async () => {
+      this.dueTask = undefined;
+      const outcomes = await Promise.allSettled(this.due.splice(0).map((run) => run()));
+      for (const outcome of outcomes) if (outcome.status === 'rejected') this.deps.log.error({ err: outcome.reason }, REPLAY_FAILED);
+    }, REPLAY_FAILED);
+    return this.dueTask;
   }
 }
 
