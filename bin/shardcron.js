@@ -26,9 +26,12 @@ function newestSource(dir) {
 }
 
 // In a checkout, a dist/ older than the sources (built before a pull or an edit) would run old code
-// silently: the sources win then. A package installed from the registry has no src/ to compare.
+// silently: the sources win then. Only a checkout has src/cli.ts: a package installed from the
+// registry has no src/, and the Docker image's src/ is a link to dist/ (compared with itself, the
+// files the build writes after dist/cli.js looked newer, and the image has no tsx to run sources).
 const built = fs.existsSync(compiled) ? fs.statSync(compiled).mtimeMs : 0;
-const useCompiled = built > 0 && newestSource(path.join(root, 'src')) <= built;
+const checkout = fs.existsSync(path.join(root, 'src', 'cli.ts'));
+const useCompiled = built > 0 && (!checkout || newestSource(path.join(root, 'src')) <= built);
 let cli;
 if (useCompiled) {
   cli = require(compiled);
@@ -37,7 +40,7 @@ if (useCompiled) {
     require('tsx/cjs/api').register();
   } catch (err) {
     process.stderr.write(
-      `shardcron: ${compiled} is missing and tsx is not installed to run the TypeScript sources.\n` +
+      `shardcron: ${compiled} is ${built > 0 ? 'older than the sources' : 'missing'} and tsx is not installed to run the TypeScript sources.\n` +
         'Run `npm ci` (installs tsx) or `npm run build` (compiles dist/) in the shardcron directory.\n' +
         `(${err && err.message})\n`,
     );
