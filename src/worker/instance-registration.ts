@@ -1,5 +1,5 @@
 import * as os from 'node:os';
-import { forEachLimited } from '../shared/concurrency';
+import { forEachLimited, within } from '../shared/concurrency';
 import { CoalescingRunner } from '../shared/coalescing-runner';
 import { ErrorCodes, hasCode, ShardcronError } from '../shared/errors';
 import { instanceEntryCodec, type InstanceEntryData, type InstanceInfo, type InstanceState } from '../shared/registry/instance-info';
@@ -15,10 +15,14 @@ import { assertClockSkew, measureClockSkewMs } from './clock-check';
 
 /** Jobs whose nodes are written at once while registering: enough to fill the pipe, not to flood it. */
 const JOBS_REGISTERED_AT_ONCE = 256;
+/** How long a close waits for a registration under way before it goes on (see registrationSettled). */
+const REGISTRATION_SETTLE_MS = 5_000;
 /** Server nodes made at once after the registration, beside the worker's first runs. */
 const SERVERS_AT_ONCE = 64;
 /** A failed update of the instance entry (a new list, a state) is tried again after this. */
 const UPDATE_RETRY_MS = 1_000;
+
+const closedError = (): ShardcronError => new ShardcronError(ErrorCodes.CLOSED, 'the instance is closing: not registered again');
 
 /** shardcron's version, written into instance nodes so a mixed fleet can be told apart. */
 export const SHARDCRON_VERSION: string = (require('../../package.json') as { version: string }).version;
@@ -79,6 +83,10 @@ export class InstanceRegistration {
   /** The server nodes (and configs a listing could not tell) made after the registration. */
   private background: Promise<void> | undefined;
   private stopped = false;
+  /** No registration starts, and one under way stops at its next step ({@link stopRegistering}). */
+  private refusing = false;
+  /** The registration under way, which {@link unregister} waits for: it would write the entry after the delete. */
+  private registering: Promise<Incarnation> | undefined;
 
   /** The jobs registered for: those of the code, then those a generic worker follows (see {@link add}). */
   private readonly jobs = new Map<string, { definition: ResolvedJobDefinition; fromData: boolean }>();
@@ -126,12 +134,23 @@ export class InstanceRegistration {
    * returns the new incarnation. One listing of the namespace tells which jobs are new: a worker
    * joining a namespace of 100,000 jobs reads nothing per job before it is registered.
    */
-  async register(): Promise<Incarnation> {
+  register(): Promise<Incarnation> {
+    if (this.refusing) return Promise.reject(closedError());
+    const registering = this.doRegister();
+    this.registering = registering;
+    void registering.catch(() => undefined).finally(() => {
+      if (this.registering === registering) this.registering = undefined;
+    });
+    return registering;
+  }
+
+  private async doRegister(): Promise<Incarnation> {
     const sessionId = this.zk.sessionId;
     if (this.current && this.current.sessionId !== sessionId) this.previousSessions.add(this.current.sessionId);
     const queue = instanceQueueName(this.options.namespace, this.options.instanceId, sessionId);
     await this.checkClock();
     const listed = new Set(await this.zk.children('/'));
+    this.assertRegistering();
     // Configs to write: a new job's, one whose definition overwrites, one announcing fire listeners
     // (a joining worker has none of them). Several at a time, soonest to fire first: one after
     // another, a worker of 10,000 new jobs took minutes (issue 23); a session pipelines requests.
@@ -141,8 +160,10 @@ export class InstanceRegistration {
     await forEachLimited(soonestFirst(writes, ({ definition }) => definition.config, Date.now()), JOBS_REGISTERED_AT_ONCE, ({ definition }) =>
       this.writeConfig(definition, listed.has(definition.name)),
     );
+    this.assertRegistering();
     const { ref, parts } = buildJobList([...this.jobs.keys()], sessionId);
     await writeJobList(this.zk, ref, parts);
+    this.assertRegistering();
     const entry = { ...this.info(queue), jobs: ref };
     await this.createEntry(instanceEntryCodec.encode(entry));
     const before = this.published;
@@ -189,8 +210,28 @@ export class InstanceRegistration {
     await this.updates.request();
   }
 
+  /**
+   * A close begins: no registration starts from now on, and one under way (a session renewed as the
+   * worker closes) stops before its next write. The entry's updates (the `draining` state) go on.
+   */
+  stopRegistering(): void {
+    this.refusing = true;
+  }
+
+  /**
+   * Resolves once no registration is under way, or after `maxMs`: one past its last check writes
+   * its entry, which the close must see (its queue is the one to mark drained, its entry the one to delete).
+   */
+  async registrationSettled(maxMs = REGISTRATION_SETTLE_MS): Promise<void> {
+    if (this.registering) await within(this.registering.catch(() => undefined), maxMs);
+  }
+
   /** Deletes the instance entry now (a clean shutdown), so the leader reacts without waiting for expiry. */
   async unregister(): Promise<void> {
+    this.stopRegistering();
+    // A registration under way writes its entry after a delete made now: the leader would give items
+    // to a queue nobody consumes until the session ends.
+    await this.registrationSettled();
     this.stopped = true;
     clearTimeout(this.retry);
     await this.updates.stop();
@@ -200,6 +241,11 @@ export class InstanceRegistration {
     if (published) await deleteJobList(this.zk, published.jobs);
     this.current = undefined;
     this.published = undefined;
+  }
+
+  /** A close began while registering: stop before the next write. */
+  private assertRegistering(): void {
+    if (this.refusing) throw closedError();
   }
 
   /** Refuses to register when the clock is off by more than a job's maxTimeDiffSeconds. */

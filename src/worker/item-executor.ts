@@ -302,7 +302,8 @@ export class ItemExecutor {
       const acquired = answer instanceof Promise ? await answer : answer;
       if (!isBusy(acquired)) return { hold: acquired, catchUp };
       // Leased elsewhere with no run in progress: its holder was asked for it and lets go at once.
-      if (acquired.handoff) return 'deferred';
+      // Or the lock could not tell who holds it: try again shortly.
+      if (acquired.handoff || acquired.unsettled) return 'deferred';
       if (!mustRun && !(waiting && acquired.catchUp)) {
         this.calls.skipped(request, config.misfire ? 'item running elsewhere; misfire recorded' : 'item running elsewhere; fire skipped (misfire off)');
         return 'skipped';

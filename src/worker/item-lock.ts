@@ -41,6 +41,11 @@ export interface Busy {
    * item, and the request waits for it to let go instead of counting as a misfire.
    */
   handoff?: boolean;
+  /**
+   * The lock could not settle who holds the item (it changed hands on every attempt) and left no
+   * misfire mark: the request waits and tries again, as for a handoff, rather than count as a misfire.
+   */
+  unsettled?: boolean;
 }
 
 /** What an attempt to lock an item got. */

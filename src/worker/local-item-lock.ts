@@ -47,16 +47,21 @@ export class LocalItemLock implements ItemLock {
   release(request: ExecutionRequest, _hold: Hold, options?: ReleaseOptions): Released {
     const key = itemKey(request);
     if (options?.completed) this.addCompleted(key, request.fireTime);
+    // The mark the round stood for goes with it, unless a newer fire replaced it meanwhile (as a
+    // changed version keeps ZooKeeper's).
+    if (options?.mark && this.misfires.get(key) === options.mark.fireTime) this.misfires.delete(key);
     this.running.delete(key);
     this.onReleased(key);
     return RELEASED;
   }
 
-  /** The mark, consumed at once: a process that dies takes its marks with it anyway. */
+  /**
+   * The mark, left in place: the release of the round that runs it consumes it. Consumed here, it
+   * was lost when that round then found the item taken (a trigger woken by the release before it)
+   * and, being owed work itself, left no mark for the next holder.
+   */
   peekMisfire(_config: JobConfig, request: ExecutionRequest): MisfireMark | undefined {
-    const key = itemKey(request);
-    const fireTime = this.misfires.get(key);
-    this.misfires.delete(key);
+    const fireTime = this.misfires.get(itemKey(request));
     return fireTime === undefined ? undefined : { fireTime, version: -1 };
   }
 
@@ -82,5 +87,7 @@ export class LocalItemLock implements ItemLock {
 
   forgetJob(job: string): void {
     for (const key of this.completed.keys()) if (jobOfItemKey(key) === job) this.completed.delete(key);
+    // A mark stays until a completed re-run takes it: one of a job removed (or added again) is void.
+    for (const key of this.misfires.keys()) if (jobOfItemKey(key) === job) this.misfires.delete(key);
   }
 }

@@ -535,6 +535,9 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
    */
   private async startIncarnation(): Promise<void> {
     await this.closeAll(this.consumers.splice(0));
+    // A close began meanwhile (a session renewed as the worker closes): it took the consumers there
+    // were, and would never close new ones.
+    if (this.closing) return;
     this.consumers = this.startConsumers(this.registration.nextQueue());
     let incarnation: Incarnation;
     try {
@@ -726,6 +729,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
    * abort the rest, and only then remove the instance nodes.
    */
   private async doClose(): Promise<void> {
+    // A session renewed from now on registers nothing; one under way stops before its next write.
+    this.registration.stopRegistering();
     const consumers = this.consumers.splice(0);
     const grace = this.options.shutdownGraceMs ?? 30_000;
     // Each consumer is paused now and closes with force once the requests it handed over have
@@ -760,6 +765,8 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
     // A fetch under way when its consumer closed hands its request back meanwhile (BullMQ's close
     // with force does not wait for it): back in the queue before the mark says what is there.
     await within(Promise.allSettled([...this.handingBack]), MARK_DRAINED_MS);
+    // A registration that got past its last check wrote a new entry: its queue is the one to mark.
+    await this.registration.registrationSettled();
     await this.markDrained();
     this.log.debug('closing: leaving the jobs');
     await this.jobs.stopFollowing();

@@ -151,7 +151,9 @@ export class ZkItemLock implements ItemLock {
         if (!holding) this.unclaim(key, false);
       }
     }
-    return busy;
+    // Every attempt found the item changing hands. Marked, the mark asks for the fire whoever holds
+    // it next; unmarked, nothing would, and a request skipped as "misfire recorded" was lost.
+    return marked ? busy : { ...busy, unsettled: true };
   }
 
   async peekMisfire(_config: JobConfig, request: ExecutionRequest): Promise<MisfireMark | undefined> {

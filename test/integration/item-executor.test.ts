@@ -907,6 +907,27 @@ describe('ItemExecutor with monitorExecution (real ZooKeeper)', () => {
 });
 
 describe('ItemExecutor without monitorExecution', () => {
+  it('keeps a misfire mark that a re-run found its item taken for, so the next holder runs it', async () => {
+    // Found in review: the local lock consumed its mark when read. A trigger's re-run of the mark
+    // takes the item without marking it again (owed work leaves no mark), so when the trigger it
+    // woke took the item first, the fire that found the item running never ran.
+    const first = deferred();
+    const a = await instance('a', (ctx) => (ctx.fireTime === 1_000 ? first.promise : undefined), { monitorExecution: false });
+    const triggered = a.run(1_000, 'TRIGGER');
+    await waitFor(() => a.starts().length === 1, { message: 'the trigger started' });
+    // A fire that finds the item running: a misfire mark, its own run skipped.
+    await expect(a.run(2_000)).resolves.toBe('skipped');
+    // Another trigger waits for the item, and takes it when the first run releases it.
+    const again = a.run(3_000, 'TRIGGER');
+    first.resolve();
+    await expect(triggered).resolves.toBe('completed');
+    await expect(again).resolves.toBe('completed');
+    // The fire that found the item running ran once, as a misfire, by whichever request held the item next.
+    expect(a.starts()).toEqual([[1_000, 'TRIGGER'], [3_000, 'TRIGGER'], [2_000, 'MISFIRE']]);
+    await expect(a.run(4_000)).resolves.toBe('completed');
+    expect(a.starts().filter(([, source]) => source === 'MISFIRE')).toEqual([[2_000, 'MISFIRE']]);
+  });
+
   it('skips a request for a fire it already completed (a replay, a resumed failover, a reconcile), and remembers a bounded number of fires per item', async () => {
     const a = await instance('a', () => undefined, { monitorExecution: false });
     await expect(a.run(1_000)).resolves.toBe('completed');

@@ -45,4 +45,30 @@ describe('LocalItemLock', () => {
     expect(lock.knownCompleted(key, BASE)).toBe(true);
     expect(lock.knownCompleted(key, BASE + 1_000)).toBe(false);
   });
+
+  it('keeps a misfire mark until the release of the round that ran it, and keeps a newer one', async () => {
+    const lock = new LocalItemLock(() => undefined);
+    const hold = await lock.acquire(config, request(BASE), options);
+    if ('busy' in hold) throw new Error('busy');
+    expect(lock.acquire(config, request(BASE + 1_000), options)).toMatchObject({ busy: true });
+    // Read, not consumed: the round that runs it may find the item taken and leave it for the next holder.
+    expect(lock.peekMisfire(config, request(BASE))).toEqual({ fireTime: BASE + 1_000, version: -1 });
+    expect(lock.peekMisfire(config, request(BASE))).toEqual({ fireTime: BASE + 1_000, version: -1 });
+    await lock.release(request(BASE), hold, { completed: true, readMark: true });
+    const rerun = lock.acquire(config, request(BASE + 1_000), options);
+    if ('busy' in rerun) throw new Error('busy');
+    // A newer fire finds the re-run running: its mark replaces the one the re-run stands for, and stays.
+    expect(lock.acquire(config, request(BASE + 2_000), options)).toMatchObject({ busy: true });
+    await lock.release(request(BASE + 1_000), rerun, { completed: true, mark: { fireTime: BASE + 1_000, version: -1 }, readMark: true });
+    expect(lock.peekMisfire(config, request(BASE))).toEqual({ fireTime: BASE + 2_000, version: -1 });
+    // The round of that mark consumes it when it completes, and not when it fails.
+    const last = lock.acquire(config, request(BASE + 2_000), options);
+    if ('busy' in last) throw new Error('busy');
+    await lock.release(request(BASE + 2_000), last, { completed: false, readMark: true });
+    expect(lock.peekMisfire(config, request(BASE))).toEqual({ fireTime: BASE + 2_000, version: -1 });
+    const retried = lock.acquire(config, request(BASE + 2_000), options);
+    if ('busy' in retried) throw new Error('busy');
+    await lock.release(request(BASE + 2_000), retried, { completed: true, mark: { fireTime: BASE + 2_000, version: -1 }, readMark: true });
+    expect(lock.peekMisfire(config, request(BASE))).toBeUndefined();
+  });
 });
