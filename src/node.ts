@@ -2,6 +2,7 @@ import { createRedisClient } from './shared/redis/redis-connection';
 import { redisTarget, type RedisTarget } from './shared/redis/redis-target';
 import { itemLockModeOf, settleItemLockMode } from './shared/registry/item-lock-mode';
 import { queuePrefix } from './shared/registry/queue-names';
+import { loadJobsModule } from './jobs-module';
 import { LeaderService } from './leader/leader-service';
 import type { ConsoleRole } from './ops/console-role';
 import { loadEnvConfig, type Role, type ShardcronEnvConfig } from './shared/config/env-config';
@@ -112,7 +113,8 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Shardcr
 
     let worker: WorkerService | undefined;
     if (roles.includes('worker')) {
-      const jobs = options.jobs ?? [];
+      // `jobs` given in code win; else the module SHARDCRON_JOBS names, as `shardcron start` loads it.
+      const jobs = options.jobs ?? (env.jobsModule !== undefined ? await loadJobsModule(env.jobsModule) : []);
       const prefetch = options.prefetch ?? env.prefetch;
       const generic = env.workerGeneric;
       if (jobs.length === 0 && generic.length === 0) log.warn('worker role without jobs: this node will run nothing (give it a jobs module, or SHARDCRON_WORKER_GENERIC)');

@@ -7,6 +7,7 @@
 import { Admin } from '../admin/admin';
 import { within } from '../shared/concurrency';
 import { isLoopbackHost } from '../shared/config/env-config';
+import { OPS_TOKEN_ADVISED_LENGTH, shortTokenIssues } from '../shared/config/env-values';
 import { jsonCodec } from '../shared/codec';
 import { ConfigError, ErrorCodes } from '../shared/errors';
 import type { Logger } from '../shared/logger';
@@ -68,12 +69,17 @@ export class ConsoleRole {
   constructor(private readonly options: ConsoleRoleOptions) {
     const { host, tokens } = options;
     // env-config refuses this too; options given to startNode in code do not pass through it.
+    const issues = shortTokenIssues(host, tokens);
     if (!isLoopbackHost(host) && tokens.admin === undefined) {
-      throw new ConfigError(ErrorCodes.INVALID_CONFIG, 'Invalid console options', [
-        { field: 'SHARDCRON_OPS_TOKEN', message: `is required: the console binds the non-loopback address ${JSON.stringify(host)}; set a token of at least 16 characters, or bind 127.0.0.1` },
-      ]);
+      issues.unshift({ field: 'SHARDCRON_OPS_TOKEN', message: `is required: the console binds the non-loopback address ${JSON.stringify(host)}; set a token (openssl rand -hex 32), or bind 127.0.0.1` });
     }
+    if (issues.length > 0) throw new ConfigError(ErrorCodes.INVALID_CONFIG, 'Invalid console options', issues);
     this.log = options.logger.child({ component: 'console' });
+    for (const [field, token] of [['SHARDCRON_OPS_TOKEN', tokens.admin], ['SHARDCRON_OPS_READ_TOKEN', tokens.read]] as const) {
+      if (token !== undefined && token.length < OPS_TOKEN_ADVISED_LENGTH) {
+        this.log.warn({ field, length: token.length, advised: OPS_TOKEN_ADVISED_LENGTH }, 'the console token is short and easy to guess; accepted on a loopback address only, use a longer one (openssl rand -hex 32)');
+      }
+    }
     this.redis = createRedisClient(options.redis, { logger: options.logger, name: 'console', lazyConnect: true });
     const prefix = queuePrefix(options.namespace, options.redis);
     this.admin = new Admin({ zk: options.zk, redis: this.redis, queuePrefix: prefix, namespace: options.namespace, logger: options.logger });

@@ -4,7 +4,7 @@
  * rely on them). `/healthz` and `/readyz` need no token; everything else does once one is set.
  */
 import cookie from '@fastify/cookie';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from '../shared/logger';
 import type { ExecutionRecord } from '../shared/registry/execution-record';
@@ -42,9 +42,15 @@ export interface ConsoleServer {
   close(): Promise<void>;
 }
 
-/** Paths that need no token. */
-const PUBLIC_PATHS = new Set(['/healthz', '/readyz', '/login', '/logout', '/', '/favicon.ico']);
-const isPublic = (path: string): boolean => PUBLIC_PATHS.has(path) || path.startsWith('/dashboard/');
+/** Paths that need no token: the probes, the login, and the dashboard's static files (no data). */
+const PUBLIC_PATHS = new Set(['/healthz', '/readyz', '/login', '/logout', '/favicon.ico']);
+/**
+ * A browser opening a page: it cannot send a bearer token on a navigation, so it is given the
+ * dashboard's page (which shows the login) and sent there from Bull Board's. Any other client
+ * without a token gets the contract's 401, as on every route but the probes.
+ */
+const opensPage = (request: FastifyRequest): boolean => request.method === 'GET' && (request.headers.accept ?? '').includes('text/html');
+const isPublic = (path: string, request: FastifyRequest): boolean => PUBLIC_PATHS.has(path) || path.startsWith('/dashboard/') || (path === '/' && opensPage(request));
 
 /** Builds the console's fastify app (not listening yet). */
 export async function buildConsole(options: ConsoleOptions): Promise<{ app: FastifyInstance; board?: BullBoard }> {
@@ -58,12 +64,12 @@ export async function buildConsole(options: ConsoleOptions): Promise<{ app: Fast
   app.setNotFoundHandler((request, reply) => sendError(reply, new HttpError(404, HttpCodes.NOT_FOUND, `no route ${request.method} ${request.url.split('?')[0]}`), log));
   app.addHook('onRequest', async (request, reply) => {
     const path = request.url.split('?')[0];
-    if (isPublic(path)) return;
+    if (isPublic(path, request)) return;
     try {
       (request as { role?: Role }).role = auth.authorize(request);
     } catch (err) {
       // Bull Board's page without a session: to the dashboard's login, then back.
-      if (err instanceof HttpError && err.status === 401 && request.method === 'GET' && path.startsWith(BULL_BOARD_PATH) && !path.startsWith(`${BULL_BOARD_PATH}/api`)) {
+      if (err instanceof HttpError && err.status === 401 && opensPage(request) && path.startsWith(BULL_BOARD_PATH) && !path.startsWith(`${BULL_BOARD_PATH}/api`)) {
         return reply.redirect(`/?login=1&next=${encodeURIComponent(path)}`);
       }
       // Answered here, not thrown: Bull Board's routes have their own error handler, which would make it a 500.

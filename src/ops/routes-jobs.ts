@@ -37,13 +37,15 @@ export type JobCreator = (body: unknown, requestedBy: string) => Promise<{ name:
 const jobParams = z.object({
   name: z.string().regex(JOB_NAME_PATTERN, { message: 'is not a job name: 1-128 characters from A-Z a-z 0-9 _ -, starting with a letter or digit' }),
 });
+// Any item number the admin layer takes (up to nine digits; a job has at most 1,000 items): one past
+// the job's total is 404 (no such item), as the contract has for an unknown item.
 const itemParams = jobParams.extend({
-  item: z.string().regex(/^\d{1,4}$/, { message: 'is not a sharding item: a non-negative integer' }).transform(Number),
+  item: z.string().regex(/^\d{1,9}$/, { message: 'is not a sharding item: a non-negative integer' }).transform(Number),
 });
 const executionsQuery = z
   .object({
     limit: z.string().regex(/^\d+$/, { message: 'is not a positive integer' }).transform(Number).pipe(z.number().min(1, { message: 'must be at least 1' }).max(1_000, { message: 'must be at most 1000' })).optional(),
-    item: z.string().regex(/^\d{1,4}$/, { message: 'is not a sharding item: a non-negative integer' }).transform(Number).optional(),
+    item: z.string().regex(/^\d{1,9}$/, { message: 'is not a sharding item: a non-negative integer' }).transform(Number).optional(),
   })
   .strict();
 const objectBody = z.record(z.string(), z.unknown(), { error: 'must be a JSON object' });

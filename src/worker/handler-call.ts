@@ -292,7 +292,7 @@ export class HandlerCalls {
           outcome = { status: stillOurs ? 'completed' : 'aborted', durationMs, attempts: attempt };
           break;
         }
-        const status: ExecutionStatus = stopAll.aborted ? 'aborted' : timedOut ? 'timeout' : 'failed';
+        const status: ExecutionStatus = stopAll.aborted ? 'aborted' : timedOut || (error instanceof ExecutionFailure && error.timedOut) ? 'timeout' : 'failed';
         outcome = { status, error: timedOut ?? error, durationMs, attempts: attempt };
         if (status === 'aborted' || attempt >= attempts) break;
         // Another attempt, on the same lock, after its back-off (a stop cuts the wait short).

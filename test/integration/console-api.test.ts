@@ -234,6 +234,8 @@ describe('jobs', () => {
     const unknown = await api.post('/api/jobs/reports/sharding/7/disable', { token: ADMIN });
     expect(unknown.status).toBe(404);
     expect(unknown.body.error.code).toBe('SHARDCRON_NOT_FOUND');
+    // However large: an item the job does not have is unknown, not a bad request.
+    expect((await api.post('/api/jobs/reports/sharding/123456/disable', { token: ADMIN })).status).toBe(404);
     expect((await api.post('/api/jobs/nope/sharding/0/disable', { token: ADMIN })).status).toBe(404);
     const bad = await api.post('/api/jobs/reports/sharding/x/disable', { token: ADMIN });
     expect(bad.status).toBe(400);
@@ -286,19 +288,25 @@ describe('Bull Board and the dashboard', () => {
     });
     expect(board.body.queues).toHaveLength(2);
     expect((await api.get('/queues', { token: READ })).status).toBe(200);
-    const page = await api.get('/queues');
+    // A browser without a session is sent to the login; any other client gets the contract's 401.
+    const page = await api.get('/queues', { headers: { accept: 'text/html,application/xhtml+xml' } });
     expect(page.status).toBe(302);
     expect(page.headers.get('location')).toMatch(/^\/\?login=1&next=/);
+    const unauthorized = await api.get('/queues', { headers: { accept: '*/*' } });
+    expect(unauthorized.status).toBe(401);
+    expect(unauthorized.body.error.code).toBe('SHARDCRON_UNAUTHORIZED');
     const act = await api.put(`/queues/api/queues/${encodeURIComponent(queues[0])}/pause`, { token: READ });
     expect(act.status).toBe(403);
   });
 
-  it('/ serves the dashboard without a token, framed by nobody', async () => {
-    const page = await api.get('/');
+  it('/ serves the dashboard page to a browser without a token, framed by nobody; other clients need one', async () => {
+    const page = await api.get('/', { headers: { accept: 'text/html,application/xhtml+xml' } });
     expect(page.status).toBe(200);
     expect(page.text).toContain('<title>shardcron</title>');
     expect(page.headers.get('x-frame-options')).toBe('DENY');
     expect((await api.get('/dashboard/app.js')).status).toBe(200);
     expect((await api.get('/dashboard/nope.js')).status).toBe(404);
+    expect((await api.get('/', { headers: { accept: '*/*' } })).status).toBe(401);
+    expect((await api.get('/', { token: READ, headers: { accept: '*/*' } })).status).toBe(200);
   });
 });

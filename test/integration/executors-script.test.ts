@@ -139,6 +139,8 @@ describe('SCRIPT: timeout and abort end the whole process group', () => {
     const tookMs = Date.now() - started;
     expect(failure.message).toMatch(/^script ".+" timed out after 2500 ms; its process group was killed; stderr:\nchild up$/);
     expect(failure.report).toEqual({ signal: 'SIGTERM' });
+    // Recorded as `timeout`, as the job's own timeoutMs is.
+    expect(failure.timedOut).toBe(true);
     // The timeout, then SIGTERM, then SIGKILL for the child after the grace period; not the pipes' close.
     expect(tookMs).toBeGreaterThanOrEqual(2_500 + GRACE_MS);
     expect(tookMs).toBeLessThan(2_500 + GRACE_MS + 3_000);

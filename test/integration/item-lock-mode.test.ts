@@ -1,8 +1,11 @@
 /**
  * The namespace's item lock (`/.cluster/item-lock`): recorded by the first worker, followed by the
  * others, refused when a worker asks for the other one, and switched only while no worker runs;
- * against a real ZooKeeper and Redis.
+ * and the jobs `startNode` takes from SHARDCRON_JOBS; against a real ZooKeeper and Redis.
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import type { RedisServer } from '../../src/dev/redis-server';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { startNode } from '../../src/node';
@@ -119,6 +122,25 @@ describe('startNode', () => {
       expect(await zk.children(paths.instances())).toEqual([expect.stringMatching(/^w1/)]);
     } finally {
       await first.close();
+    }
+  });
+
+  it('runs the jobs module SHARDCRON_JOBS names when given no jobs in code, as `shardcron start` does', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'shardcron-node-jobs-'));
+    const definitions = path.resolve(__dirname, '../../src/shared/config/job-definition');
+    fs.writeFileSync(
+      path.join(dir, 'jobs.cjs'),
+      `const { defineJob } = require(${JSON.stringify(definitions)});\nmodule.exports = [defineJob({ name: 'from-module', cron: '0 0 0 1 1 ? 2099', execute: () => undefined })];\n`,
+    );
+    const { jobs: _given, ...options } = base();
+    const node = await startNode({ ...options, instanceId: 'w3', env: { SHARDCRON_JOBS: path.join(dir, 'jobs.cjs') } });
+    try {
+      // Registered for it: its config was written at registration.
+      expect(await zk.exists(paths.jobConfig('from-module'))).not.toBeNull();
+      expect(await zk.exists(paths.jobConfig('billing'))).toBeNull();
+    } finally {
+      await node.close();
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 });

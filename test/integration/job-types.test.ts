@@ -230,6 +230,39 @@ describe('jobs defined by data on a generic worker', () => {
     }
   });
 
+  it('a SCRIPT job can run the shardcron CLI, whose configuration check accepts the context variable shardcron sets', async () => {
+    // Every SHARDCRON_* name must be known to the check, and the script's process gets SHARDCRON_SHARDING_CONTEXT.
+    await leaderWorker('leader', []);
+    const worker = await cluster.start({ roles: ['worker'], instanceId: 'generic', env: { SHARDCRON_WORKER_GENERIC: 'script' } });
+    const bin = path.resolve(__dirname, '..', '..', 'bin', 'shardcron.js');
+    await admin.createJob({
+      name: 'calls-cli',
+      type: 'SCRIPT',
+      shardingTotalCount: 1,
+      // The test harness's own SHARDCRON_TEST_* variables (this process's, which the script inherits)
+      // are no configuration of shardcron's: emptied here, as a worker's environment would not have them.
+      script: {
+        command: [process.execPath, bin, 'ping'],
+        env: { SHARDCRON_ZK: zk.connectionString, SHARDCRON_REDIS_URL: redisServer.url, ...Object.fromEntries(Object.keys(process.env).filter((k) => k.startsWith('SHARDCRON_TEST_')).map((k) => [k, ''])) },
+        timeoutMs: 30_000,
+      },
+    });
+    await waitFor(() => worker.worker!.genericJobs.includes('calls-cli'), { message: 'the generic worker follows the job' });
+    await admin.trigger('calls-cli');
+    const [record] = await recordsWhen('calls-cli', (r) => r.length === 1, 'the script ran', 40_000);
+    expect(record).toMatchObject({ status: 'completed', exitCode: 0 });
+  });
+
+  it('a SCRIPT job stopped by its script.timeoutMs is recorded as timeout, like one stopped by the job\'s timeoutMs', async () => {
+    await leaderWorker('leader', []);
+    const worker = await cluster.start({ roles: ['worker'], instanceId: 'generic', env: { SHARDCRON_WORKER_GENERIC: 'script' } });
+    await admin.createJob({ name: 'slow-script', type: 'SCRIPT', shardingTotalCount: 1, script: { command: [process.execPath, '-e', 'setTimeout(() => {}, 60_000)'], timeoutMs: 300 } });
+    await waitFor(() => worker.worker!.genericJobs.includes('slow-script'), { message: 'the generic worker follows the job' });
+    await admin.trigger('slow-script');
+    const [record] = await recordsWhen('slow-script', (r) => r.length === 1, 'the script was stopped');
+    expect(record).toMatchObject({ status: 'timeout', error: { message: expect.stringContaining('timed out after 300 ms') } });
+  });
+
   it('a SCRIPT job: shell syntax in its item parameters reaches the program verbatim and does nothing', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'shardcron-script-'));
     try {

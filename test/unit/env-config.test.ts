@@ -268,15 +268,16 @@ const cases: VariableCase[] = [
     name: 'SHARDCRON_OPS_TOKEN',
     read: (c) => c.ops.token,
     defaultValue: undefined,
-    valid: [[TOKEN, TOKEN], ['x'.repeat(16), 'x'.repeat(16)]],
-    invalid: [['short', 'is 5 characters long; expected at least 16'], ['has a space in the middle', 'printable ASCII']],
+    // A short token is accepted (the console warns when it starts): the contract names no length.
+    valid: [[TOKEN, TOKEN], ['x'.repeat(16), 'x'.repeat(16)], ['short', 'short']],
+    invalid: [['has a space in the middle', 'printable ASCII']],
   },
   {
     name: 'SHARDCRON_OPS_READ_TOKEN',
     read: (c) => c.ops.readToken,
     defaultValue: undefined,
-    valid: [['r'.repeat(16), 'r'.repeat(16)]],
-    invalid: [['short', 'is 5 characters long; expected at least 16']],
+    valid: [['r'.repeat(16), 'r'.repeat(16)], ['reader', 'reader']],
+    invalid: [['read only', 'printable ASCII']],
   },
   {
     name: 'SHARDCRON_TRACING_PG_URL',
@@ -348,6 +349,28 @@ const cases: VariableCase[] = [
     valid: [['/usr/bin/redis-server', '/usr/bin/redis-server']],
     invalid: [[' ', 'expected a file path']],
   },
+  {
+    name: 'SHARDCRON_PG_BIN_DIR',
+    read: (c) => c.localServices.pgBinDir,
+    defaultValue: undefined,
+    valid: [['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/15/bin']],
+    invalid: [[' ', 'expected a file path']],
+  },
+  {
+    name: 'SHARDCRON_CHROMIUM',
+    read: (c) => c.localServices.chromium,
+    defaultValue: undefined,
+    valid: [['/usr/bin/chromium', '/usr/bin/chromium']],
+    invalid: [[' ', 'expected a file path']],
+  },
+  {
+    // Set by shardcron in a SCRIPT job's process: accepted, never read as configuration.
+    name: 'SHARDCRON_SHARDING_CONTEXT',
+    read: (c) => (c as unknown as Record<string, unknown>).shardingContext,
+    defaultValue: undefined,
+    valid: [['{"jobName":"billing","shardingItem":0}', undefined]],
+    invalid: [],
+  },
 ];
 
 describe('loadEnvConfig', () => {
@@ -368,7 +391,8 @@ describe('loadEnvConfig', () => {
       expect(read(loadEnvConfig({ [name]: raw, ...companions }))).toEqual(expected);
     });
 
-    it.each(invalid)('rejects %j, naming the variable', (raw, messagePart) => {
+    // Every variable rejects something, but for the context a SCRIPT job's process inherits.
+    (invalid.length > 0 ? it.each(invalid) : it.skip.each([['', '']]))('rejects %j, naming the variable', (raw, messagePart) => {
       const err = configError({ [name]: raw, ...companions });
       expect(fieldsOf(err)).toEqual([name]);
       expect(messageFor(err, name)).toContain(messagePart);
@@ -482,6 +506,12 @@ describe('loadEnvConfig', () => {
       expect(messageFor(err, 'SHARDCRON_SOMETHING_ELSE_ENTIRELY')).not.toContain('did you mean');
     });
 
+    it('knows the variables shardcron sets itself or its local services and tests read', () => {
+      // A SCRIPT job's process gets SHARDCRON_SHARDING_CONTEXT: a shardcron CLI or node started by the script must start.
+      const config = loadEnvConfig({ SHARDCRON_SHARDING_CONTEXT: '{"jobName":"billing","shardingItem":0}', SHARDCRON_PG_BIN_DIR: '/usr/lib/postgresql/15/bin', SHARDCRON_CHROMIUM: '/usr/bin/chromium' });
+      expect(config.namespace).toBe('shardcron');
+    });
+
     it('ignores an unknown variable set to the empty string, like any empty variable', () => {
       expect(() => loadEnvConfig({ SHARDCRON_CONCURENCY: '' })).not.toThrow();
     });
@@ -536,10 +566,19 @@ describe('loadEnvConfig', () => {
       }
     });
 
+    it('accepts a short token on a loopback address, and refuses one on any other', () => {
+      expect(loadEnvConfig({ SHARDCRON_OPS_TOKEN: 'secret', SHARDCRON_OPS_READ_TOKEN: 'reader' }).ops.token).toBe('secret');
+      const err = configError({ SHARDCRON_OPS_HOST: '0.0.0.0', SHARDCRON_OPS_TOKEN: 'secret', SHARDCRON_OPS_READ_TOKEN: 'reader' });
+      expect(fieldsOf(err)).toEqual(['SHARDCRON_OPS_TOKEN', 'SHARDCRON_OPS_READ_TOKEN']);
+      expect(messageFor(err, 'SHARDCRON_OPS_TOKEN')).toContain('is 6 characters long; a console on the non-loopback address "0.0.0.0" needs at least 16');
+      // Without the console role the tokens guard nothing.
+      expect(() => loadEnvConfig({ SHARDCRON_ROLES: 'worker', SHARDCRON_OPS_HOST: '0.0.0.0', SHARDCRON_OPS_TOKEN: 'secret' })).not.toThrow();
+    });
+
     it('reports only the invalid token, not also a missing one', () => {
-      const err = configError({ SHARDCRON_OPS_HOST: '0.0.0.0', SHARDCRON_OPS_TOKEN: 'short' });
+      const err = configError({ SHARDCRON_OPS_HOST: '0.0.0.0', SHARDCRON_OPS_TOKEN: 'not ascii é' });
       expect(fieldsOf(err)).toEqual(['SHARDCRON_OPS_TOKEN']);
-      expect(messageFor(err, 'SHARDCRON_OPS_TOKEN')).toContain('at least 16');
+      expect(messageFor(err, 'SHARDCRON_OPS_TOKEN')).toContain('printable ASCII');
     });
   });
 

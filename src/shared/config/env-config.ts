@@ -22,6 +22,7 @@ import {
   parseRedisUrl,
   parseZk,
   quote,
+  shortTokenIssues,
   subsetOf,
   type Parsed,
   type ZkServer,
@@ -103,7 +104,7 @@ export interface ShardcronEnvConfig {
   /** V8's heap growing percent set at node start (0: V8's own policy; unset: by roles, see heap-growth.ts). */
   readonly heapGrowthPercent?: number;
   /** Overrides for the local ZooKeeper and Redis that `shardcron dev` and the tests start. */
-  readonly localServices: { readonly java?: string; readonly zkClasspath?: string; readonly redisServer?: string };
+  readonly localServices: { readonly java?: string; readonly zkClasspath?: string; readonly redisServer?: string; readonly pgBinDir?: string; readonly chromium?: string };
 }
 
 /** API-defined job types a generic worker can run with no code of its own. */
@@ -164,7 +165,7 @@ export const ENV_VARIABLES = Object.freeze([
   variable('SHARDCRON_ROLES', 'scheduler,worker,console',
     'Comma-separated roles of this process: `scheduler` (leader candidate), `worker` (runs items), `console` (ops HTTP server). At least one.'),
   variable('SHARDCRON_JOBS', undefined,
-    'Path of a jobs module (default export: an array of `defineJob(...)`). Unset: jobs come only from code (`startNode({ jobs })`).'),
+    'Path of a jobs module (default export: an array of `defineJob(...)`). Read by `shardcron start`, and by `startNode()` when given no `jobs`. Unset: jobs come only from code (`startNode({ jobs })`).'),
   variable('SHARDCRON_CONCURRENCY', '10',
     'Handlers one worker instance runs at once, 1-1000.'),
   variable('SHARDCRON_PREFETCH', undefined,
@@ -176,7 +177,7 @@ export const ENV_VARIABLES = Object.freeze([
   variable('SHARDCRON_ITEM_LEASE', undefined,
     'monitorExecution\'s lock. Unset: the lock the namespace records (`/.cluster/item-lock`); a namespace without one records it at its first worker\'s start: a lease, or the per-run lock while a worker of an earlier version runs in it. `on`: the lease (a worker keeps an item\'s `running` node across fires and records each run in Redis, no ZooKeeper request per run); `off`: the node created and deleted, and the run recorded in ZooKeeper, per run (docs/design-notes.md, "Item leases"). A value that differs from the namespace\'s stops the worker with an error: every worker of a namespace uses one lock. `shardcron item-lock` shows and switches it.'),
   variable('SHARDCRON_WARM_STANDBY', 'on',
-    'Scheduler role, `on`: the candidate next in line for leadership loads and follows every job while it waits, so that its takeover reads only what changed since (it dispatches 0.35 s after the election at 10,000 jobs and 1.5 s at 100,000, against 8.8 s and 67 s loading at the election); it then holds about the leader\'s memory and ZooKeeper watches. Candidates further back load nothing. `off`: a new leader loads every job when elected (docs/design-notes.md, "Warm standby").'),
+    'Scheduler role, `on`: the candidate next in line for leadership loads and follows every job while it waits, so that its takeover reads only what changed since (it dispatches 0.35 s after the election at 10,000 jobs and 0.7-1.5 s at 100,000 across runs, against 8.8 s and 67 s loading at the election); it then holds about the leader\'s memory and ZooKeeper watches. Candidates further back load nothing. `off`: a new leader loads every job when elected (docs/design-notes.md, "Warm standby").'),
   variable('SHARDCRON_SERVER_RETENTION_MS', '600000',
     'Scheduler role: how long no live instance has an address, 1000-604800000 ms, before the leader removes the `/{job}/servers/{ip}` nodes of that address that say ENABLED (a rolling deploy onto new addresses leaves one per job and old address). A DISABLED one stays, an operator\'s switch; a worker that comes back on that address makes its nodes again (docs/design-notes.md, "Servers of gone addresses").'),
   variable('SHARDCRON_INSTANCE_ID', undefined,
@@ -186,9 +187,9 @@ export const ENV_VARIABLES = Object.freeze([
   variable('SHARDCRON_OPS_PORT', '8080',
     'Port of the console, 0-65535 (0: any free port).'),
   variable('SHARDCRON_OPS_TOKEN', undefined,
-    'Bearer token of the console, at least 16 printable ASCII characters without spaces (e.g. `openssl rand -hex 32`). Required when the console binds a non-loopback address.'),
+    'Bearer token of the console: printable ASCII without spaces (e.g. `openssl rand -hex 32`). Required when the console binds a non-loopback address, and then at least 16 characters; on loopback a shorter one is accepted with a warning at start.'),
   variable('SHARDCRON_OPS_READ_TOKEN', undefined,
-    'A read-only console token (Bearer): reads the API, the dashboard and Bull Board, changes nothing. At least 16 characters, other than SHARDCRON_OPS_TOKEN.'),
+    'A read-only console token (Bearer): reads the API, the dashboard and Bull Board, changes nothing. Other than SHARDCRON_OPS_TOKEN; its length rule is the same.'),
   variable('SHARDCRON_TRACING_PG_URL', undefined,
     'PostgreSQL of the execution history, `postgres://user:password@host:port/db`: ElasticJob\'s job_execution_log and job_status_trace_log, created on start (docs/history.md). Unset: the recent executions in Redis only.'),
   variable('SHARDCRON_HISTORY_RECENT', '1000',
@@ -209,6 +210,12 @@ export const ENV_VARIABLES = Object.freeze([
     'Local services only: a classpath holding ZooKeeper\'s jars (e.g. `/opt/zookeeper/lib/*`). Unset: Debian\'s `zookeeper` package.'),
   variable('SHARDCRON_REDIS_SERVER', undefined,
     'Local services only: the redis-server executable. Unset: `redis-server` on PATH.'),
+  variable('SHARDCRON_PG_BIN_DIR', undefined,
+    'Local services only (tests): the directory of PostgreSQL\'s `initdb` and `postgres`. Unset: the newest `/usr/lib/postgresql/*/bin`, else PATH.'),
+  variable('SHARDCRON_CHROMIUM', undefined,
+    'Tests only: the Chromium the browser tests drive. Unset: `/usr/bin/chromium`.'),
+  variable('SHARDCRON_SHARDING_CONTEXT', undefined,
+    'Not set by users: shardcron sets it to the ShardingContext JSON in a SCRIPT job\'s process. A node or CLI started by such a script accepts it and ignores it.'),
 ] satisfies EnvVariable[]);
 
 /** Name of a known variable. */
@@ -277,6 +284,10 @@ const shape = {
   SHARDCRON_JAVA: optional(parseFilePath),
   SHARDCRON_ZK_CLASSPATH: optional(parseFilePath),
   SHARDCRON_REDIS_SERVER: optional(parseFilePath),
+  SHARDCRON_PG_BIN_DIR: optional(parseFilePath),
+  SHARDCRON_CHROMIUM: optional(parseFilePath),
+  // Any value: what a SCRIPT job's process inherits, never read as configuration.
+  SHARDCRON_SHARDING_CONTEXT: z.string().optional(),
 } satisfies Record<EnvVariableName, z.ZodType>;
 
 /** Keeps the SHARDCRON_* entries (any case, to catch `shardcron_zk`) and drops empty ones: `VAR=` means unset. */
@@ -327,10 +338,13 @@ export const envSchema = z.preprocess(
         ctx.addIssue({
           code: 'custom',
           path: ['SHARDCRON_OPS_TOKEN'],
-          message: `is required: the console role binds the non-loopback address ${quote(host)} (SHARDCRON_OPS_HOST); set a token of at least 16 characters, or bind 127.0.0.1`,
+          message: `is required: the console role binds the non-loopback address ${quote(host)} (SHARDCRON_OPS_HOST); set a token (openssl rand -hex 32), or bind 127.0.0.1`,
         });
       }
-    }, whenValid('SHARDCRON_ROLES', 'SHARDCRON_OPS_HOST', 'SHARDCRON_OPS_TOKEN'))
+      if (env.SHARDCRON_ROLES.includes('console')) {
+        for (const { field, message } of shortTokenIssues(host, { admin: env.SHARDCRON_OPS_TOKEN, read: env.SHARDCRON_OPS_READ_TOKEN })) ctx.addIssue({ code: 'custom', path: [field], message });
+      }
+    }, whenValid('SHARDCRON_ROLES', 'SHARDCRON_OPS_HOST', 'SHARDCRON_OPS_TOKEN', 'SHARDCRON_OPS_READ_TOKEN'))
     .superRefine((env, ctx) => {
       if (env.SHARDCRON_OPS_READ_TOKEN !== undefined && env.SHARDCRON_OPS_READ_TOKEN === env.SHARDCRON_OPS_TOKEN) {
         ctx.addIssue({ code: 'custom', path: ['SHARDCRON_OPS_READ_TOKEN'], message: 'is the same as SHARDCRON_OPS_TOKEN; a read-only token must differ from the admin token' });
@@ -387,6 +401,8 @@ export const envSchema = z.preprocess(
       ...(env.SHARDCRON_JAVA !== undefined && { java: env.SHARDCRON_JAVA }),
       ...(env.SHARDCRON_ZK_CLASSPATH !== undefined && { zkClasspath: env.SHARDCRON_ZK_CLASSPATH }),
       ...(env.SHARDCRON_REDIS_SERVER !== undefined && { redisServer: env.SHARDCRON_REDIS_SERVER }),
+      ...(env.SHARDCRON_PG_BIN_DIR !== undefined && { pgBinDir: env.SHARDCRON_PG_BIN_DIR }),
+      ...(env.SHARDCRON_CHROMIUM !== undefined && { chromium: env.SHARDCRON_CHROMIUM }),
     },
   };
 });

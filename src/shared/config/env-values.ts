@@ -211,9 +211,18 @@ export function parseOpsHost(raw: string): Parsed<string> {
   return bad(`${quote(raw)} is not an IPv4 address, an IPv6 address or a hostname; e.g. 127.0.0.1, 0.0.0.0, ::, localhost`);
 }
 
-/** The console's bearer token. */
+/**
+ * The shortest console token for a non-loopback address (see {@link shortTokenIssues}); on a loopback
+ * one a shorter token is accepted with a warning when the console starts.
+ */
+export const OPS_TOKEN_ADVISED_LENGTH = 16;
+
+/**
+ * The console's bearer token: printable ASCII. Its length is judged with the address it guards
+ * ({@link shortTokenIssues}): the contract names none, and a test or a local setup with a short
+ * token on loopback is no reason for the console not to serve.
+ */
 export function parseOpsToken(raw: string): Parsed<string> {
-  if (raw.length < 16) return bad(`is ${raw.length} characters long; expected at least 16 (e.g. openssl rand -hex 32)`);
   // It travels in an Authorization header, where spaces and control characters break or get trimmed.
   if (!VISIBLE_ASCII.test(raw)) return bad('contains a space, control or non-ASCII character; expected printable ASCII (value not shown: it is a secret)');
   return ok(raw);
@@ -271,4 +280,20 @@ export function didYouMean(word: string, candidates: readonly string[]): string 
     if (!best || distance < best.distance) best = { name, distance };
   }
   return best && best.distance <= Math.max(2, Math.floor(word.length / 3)) ? ` (did you mean ${best.name}?)` : '';
+}
+
+/**
+ * Console tokens too short for a console on `host`: under {@link OPS_TOKEN_ADVISED_LENGTH} characters
+ * on a non-loopback address, where whoever reaches the port can guess at `POST /login`. One issue per
+ * variable, in the shape of the configuration's errors.
+ */
+export function shortTokenIssues(host: string, tokens: { admin?: string; read?: string }): Array<{ field: string; message: string }> {
+  if (isLoopbackHost(host)) return [];
+  const issues: Array<{ field: string; message: string }> = [];
+  for (const [field, token] of [['SHARDCRON_OPS_TOKEN', tokens.admin], ['SHARDCRON_OPS_READ_TOKEN', tokens.read]] as const) {
+    if (token !== undefined && token.length < OPS_TOKEN_ADVISED_LENGTH) {
+      issues.push({ field, message: `is ${token.length} characters long; a console on the non-loopback address ${quote(host)} needs at least ${OPS_TOKEN_ADVISED_LENGTH} (openssl rand -hex 32)` });
+    }
+  }
+  return issues;
 }

@@ -5,8 +5,10 @@ import { ExecutionSources } from './execution-request';
 export const ExecutionRecordStatuses = ['completed', 'failed', 'aborted', 'skipped', 'timeout'] as const;
 export type ExecutionRecordStatus = (typeof ExecutionRecordStatuses)[number];
 
-/** Most characters of an error's message (and name) kept in a record: 4 KB in all, as DESIGN.md says. */
-export const RECORD_ERROR_MAX_CHARS = 4_000;
+/** Most bytes (UTF-8) of an error's name and message together kept in a record: 4 KB, as DESIGN.md says. */
+export const RECORD_ERROR_MAX_BYTES = 4_096;
+/** Most characters of an error's name kept (the rest of the 4 KB is the message's). */
+const RECORD_ERROR_NAME_MAX_CHARS = 200;
 
 /**
  * One execution of one item of one fire on one instance, as kept in the history (the recent list in
@@ -38,10 +40,21 @@ export const executionRecordSchema = z.object({
 
 export type ExecutionRecord = z.output<typeof executionRecordSchema>;
 
-/** `{ name, message }` of what a handler threw, bounded to {@link RECORD_ERROR_MAX_CHARS} in all. */
+/**
+ * `{ name, message }` of what a handler threw, bounded to {@link RECORD_ERROR_MAX_BYTES} of UTF-8 in
+ * all (a message of non-ASCII text counted in characters could take three times that). A message
+ * cut short ends with `...`, cut on a character's boundary.
+ */
 export function recordError(error: unknown): { name: string; message: string } {
-  const name = (error instanceof Error ? error.name : typeof error).slice(0, 200);
+  const name = (error instanceof Error ? error.name : typeof error).slice(0, RECORD_ERROR_NAME_MAX_CHARS);
   const message = error instanceof Error ? error.message : String(error);
-  const room = RECORD_ERROR_MAX_CHARS - name.length;
-  return { name, message: message.length > room ? `${message.slice(0, room - 3)}...` : message };
+  const room = RECORD_ERROR_MAX_BYTES - Buffer.byteLength(name);
+  // At most 4 bytes per character: a message this short fits without measuring it.
+  if (message.length * 4 <= room) return { name, message };
+  const bytes = Buffer.from(message);
+  if (bytes.length <= room) return { name, message };
+  let end = room - 3;
+  // Back to the first byte of a character (UTF-8 continuation bytes are 10xxxxxx).
+  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end -= 1;
+  return { name, message: `${bytes.subarray(0, end).toString('utf8')}...` };
 }

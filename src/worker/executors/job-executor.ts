@@ -33,11 +33,14 @@ export interface ExecutorEnvironment {
  */
 export class ExecutionFailure extends ShardcronError {
   readonly report: ExecutorReport;
+  /** The run was stopped for taking too long by a limit of its type (a SCRIPT's `timeoutMs`): recorded as `timeout`, as the job's own `timeoutMs` is. */
+  readonly timedOut: boolean;
 
-  constructor(message: string, report: ExecutorReport, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
-    super(ErrorCodes.EXECUTION_FAILED, message, { ...details, ...report }, options);
+  constructor(message: string, report: ExecutorReport, details: Record<string, unknown> = {}, options?: { cause?: unknown; timedOut?: boolean }) {
+    super(ErrorCodes.EXECUTION_FAILED, message, { ...details, ...report }, options && { cause: options.cause });
     this.name = 'ExecutionFailure';
     this.report = Object.freeze({ ...report });
+    this.timedOut = options?.timedOut === true;
   }
 }
 

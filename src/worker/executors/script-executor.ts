@@ -77,7 +77,7 @@ function outcome(spec: ScriptSpec, ctx: ShardingContext, ending: Ending, stopped
   const details = { stderrTail: stderr.text(), stdoutTail: stdout.text() };
   if (stopped === 'abort') throw abortedFailure(`script ${program(spec)}`, ctx.signal, report, details);
   if (stopped === 'timeout') {
-    throw new ExecutionFailure(`script ${program(spec)} timed out after ${spec.timeoutMs} ms; its process group was killed${stderrPart(stderr)}`, report, details);
+    throw new ExecutionFailure(`script ${program(spec)} timed out after ${spec.timeoutMs} ms; its process group was killed${stderrPart(stderr)}`, report, details, { timedOut: true });
   }
   if (ending.code === 0) return report;
   const how = ending.code !== null ? `exited with code ${ending.code}` : `was killed by ${ending.signal}`;
