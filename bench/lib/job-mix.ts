@@ -153,6 +153,8 @@ export interface StartLatency {
   short: Array<{ fire: number; starts: number }>;
   /** The fires whose latest start was latest, worst first (up to 5): where the p99 comes from. */
   worst: Array<{ fire: number; p50: number; max: number }>;
+  /** Starts of the other fires (second 3 to 59 of a minute), and over those fires each one's first and last start: how far one fire's starts spread with no minute burst. */
+  quiet: { all: Summary; first: Summary; last: Summary };
 }
 
 /** The fires from the first counted to the last with fewer than `jobs` starts (whole seconds with none included). */
@@ -226,5 +228,20 @@ export function startLatency(starts: ReadonlyArray<[number, number]>, jobs: numb
     minute: summarize(starts.filter(([fire]) => fire % 60_000 < 3_000).map(([, late]) => late)),
     worst: worstFires(starts, 5),
     short: shortFires(starts, jobs),
+    quiet: quietFires(starts.filter(([fire]) => fire % 60_000 >= 3_000)),
   };
+}
+
+/** {@link StartLatency.quiet} of `starts`, all of fires outside the first 3 s of a minute. */
+function quietFires(starts: ReadonlyArray<[number, number]>): StartLatency['quiet'] {
+  const byFire = new Map<number, { first: number; last: number }>();
+  for (const [fire, late] of starts) {
+    const seen = byFire.get(fire);
+    if (seen) {
+      seen.first = Math.min(seen.first, late);
+      seen.last = Math.max(seen.last, late);
+    } else byFire.set(fire, { first: late, last: late });
+  }
+  const fires = [...byFire.values()];
+  return { all: summarize(starts.map(([, late]) => late)), first: summarize(fires.map((f) => f.first)), last: summarize(fires.map((f) => f.last)) };
 }

@@ -153,6 +153,8 @@ async function main(): Promise<void> {
       const time = (t: number) => new Date(t).toISOString().slice(11, 19);
       process.stdout.write(`  fires between the first and the last counted with fewer than ${everySecond} starts: ${latency.short.length === 0 ? 'none' : latency.short.map((f) => `${time(f.fire)} (${f.starts})`).join(', ')}\n`);
       process.stdout.write(`  the latest fires (fire time: p50 / max): ${latency.worst.map((w) => `${time(w.fire)} ${w.p50} / ${w.max} ms`).join(', ')}\n`);
+      const { quiet } = latency;
+      process.stdout.write(`  fires in seconds 3-59 of a minute: ${quiet.all.n} starts, ${triple(quiet.all)}; over those fires, each one's first start ${triple(quiet.first)}, its last ${triple(quiet.last)}\n`);
       // Where the first 6 s of each minute go, every-second jobs only (s0 .. s{everySecond - 1}).
       const queues = await findQueues(redis.url, QUEUE_PREFIX, 'rss.');
       for (let minute = Math.ceil(countedFrom / 60_000) * 60_000; minute + 6_000 <= Date.now(); minute += 60_000) {

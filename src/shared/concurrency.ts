@@ -39,6 +39,11 @@ export class Semaphore {
     return this.held;
   }
 
+  /** Waiters for a place now. */
+  get queued(): number {
+    return this.waiting.length;
+  }
+
   /** A release function if a place is free now (no waiting, no promise), else undefined. */
   tryAcquire(): (() => void) | undefined {
     if (this.held >= this.limit) return undefined;
@@ -92,3 +97,53 @@ export async function within<T>(promise: Promise<T>, ms: number): Promise<T | un
     clearTimeout(timer);
   }
 }
+
+/**
+ * Turns of the event loop handed out in order, at most `perTurn` each: `next()` resolves in a
+ * macrotask after the current one and its microtasks, so whatever those queued runs first.
+ * A worker's completions wait for one while handlers wait for a place (see WorkerService.take):
+ * a completion left in the same microtask drain as the starts it freed places for went before
+ * them, and a fire's last start waited behind the completions of all the runs before it.
+ */
+export class TurnQueue {
+  private readonly waiting: Array<() => void> = [];
+  /** Index of the first waiter not yet let go: the array is compacted once it is all let go. */
+  private head = 0;
+  private scheduled = false;
+
+  constructor(private readonly perTurn: number) {}
+
+  /** Waiters not let go yet. */
+  get size(): number {
+    return this.waiting.length - this.head;
+  }
+
+  next(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.waiting.push(resolve);
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(this.letGo);
+      }
+    });
+  }
+
+  private readonly letGo = (): void => {
+    const end = Math.min(this.waiting.length, this.head + this.perTurn);
+    for (; this.head < end; this.head += 1) this.waiting[this.head]!();
+    if (this.head < this.waiting.length) {
+      // Let go ones are dropped now and then, not at each turn: a queue never empty keeps no garbage.
+      if (this.head >= 4_096) {
+        this.waiting.splice(0, this.head);
+        this.head = 0;
+      }
+      // The rest in a later turn: the timers and the sockets get theirs in between.
+      setImmediate(this.letGo);
+      return;
+    }
+    this.waiting.length = 0;
+    this.head = 0;
+    this.scheduled = false;
+  };
+}
+

@@ -1,4 +1,4 @@
-import { forEachLimited, Semaphore } from '../../src/shared/concurrency';
+import { forEachLimited, Semaphore, TurnQueue } from '../../src/shared/concurrency';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -98,5 +98,60 @@ describe('Semaphore', () => {
     (await next)();
     expect(places.active).toBe(0);
     await expect(places.acquire(controller.signal)).rejects.toThrow('stopping');
+  });
+});
+
+describe('TurnQueue', () => {
+  it('lets its waiters go after the microtasks queued with them, in order, at most perTurn a turn', async () => {
+    const queue = new TurnQueue(3);
+    const order: string[] = [];
+    const waits = Array.from({ length: 7 }, (_, i) =>
+      queue.next().then(() => {
+        order.push(`w${i}`);
+        // Another macrotask, queued in the first turn: it runs before the turns queued after it.
+        if (i === 0) setImmediate(() => order.push('other'));
+      }),
+    );
+    // Microtasks queued after the waits still go first: the waiters wait for a later macrotask.
+    void Promise.resolve().then(() => order.push('microtask'));
+    expect(queue.size).toBe(7);
+    await Promise.all(waits);
+    expect(order).toEqual(['microtask', 'w0', 'w1', 'w2', 'w3', 'w4', 'w5', 'other', 'w6']);
+    expect(queue.size).toBe(0);
+  });
+
+  it('serves waiters that come while it lets others go, and starts again once empty', async () => {
+    const queue = new TurnQueue(2);
+    const order: number[] = [];
+    await Promise.all([
+      queue.next().then(() => {
+        order.push(1);
+        return queue.next().then(() => order.push(4));
+      }),
+      queue.next().then(() => order.push(2)),
+      queue.next().then(() => order.push(3)),
+    ]);
+    expect(order).toEqual([1, 2, 3, 4]);
+    await queue.next();
+    expect(queue.size).toBe(0);
+  });
+
+  it('keeps no let-go waiters while it is never empty', async () => {
+    const queue = new TurnQueue(64);
+    const kept = () => (queue as unknown as { waiting: unknown[] }).waiting.length;
+    let served = 0;
+    let most = 0;
+    // 10,000 waiters, each adding one more until 20,000 went: the queue is never empty meanwhile,
+    // and holds 10,000 at most; without dropping the let-go ones it would keep all 20,000.
+    const more = (): Promise<void> =>
+      queue.next().then(() => {
+        served += 1;
+        most = Math.max(most, kept());
+        if (served <= 10_000) return more();
+      });
+    await Promise.all(Array.from({ length: 10_000 }, more));
+    expect(served).toBe(20_000);
+    expect(most).toBeLessThan(15_000);
+    expect(kept()).toBe(0);
   });
 });
