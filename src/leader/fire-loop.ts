@@ -545,7 +545,18 @@ export class FireLoop {
     const current = generation === this.deps.generation();
     if (current) for (const plan of plans) this.reroute(plan);
     const started = this.deps.clock.now();
-    await this.deps.dispatcher.enqueue(plans);
+    try {
+      await this.deps.dispatcher.enqueue(plans);
+    } catch (err) {
+      // After a change of leadership the next leader replays these ledgers. Leading still, nobody
+      // would (found in review: the fire was logged and lost, partly enqueued perhaps): it is caught
+      // up as a fire whose ledger write failed is, and what did land is not added twice (job ids).
+      if (!current || !this.deps.election.isLeader) throw err;
+      this.deps.log.error({ err, jobs: plans.length, fireTimes: [...new Set(plans.map((p) => p.ledger.fireTime))] }, 'could not enqueue dispatched fires; caught up in a moment');
+      for (const plan of plans) this.markMissed(plan.job, plan.ledger.fireTime);
+      this.retryMissed();
+      return;
+    }
     const enqueueMs = this.deps.clock.now() - started;
     let requests = 0;
     for (const plan of plans) {

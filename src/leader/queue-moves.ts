@@ -8,10 +8,21 @@ import type { JobView } from './job-view';
 import type { FailoverCoordinator, MoveReason } from './failover';
 import type { TaskChain } from './task-chain';
 
-/** Schedules queue moves, one per queue at a time. */
+/** How soon a move that failed is tried again; the wait doubles with each failure in a row, up to {@link MOVE_RETRY_MAX_MS}. */
+const MOVE_RETRY_MS = 1_000;
+const MOVE_RETRY_MAX_MS = 30_000;
+
+/**
+ * Schedules queue moves, one per queue at a time. A move that fails (ZooKeeper or Redis failing
+ * under it) is tried again while this process leads: it leaves the queue whole (the obliterate is
+ * its last step) and its moves dedupe by job id, as a new leader's resumed intents do; nothing else
+ * would come back for those requests until a leader change.
+ */
 export class QueueMoves {
   /** Queues whose move is scheduled: queue -> {from, reason}. */
   private readonly pending = new Map<string, { from: string; reason: MoveReason }>();
+  /** Failures in a row of each queue's move (the retry's wait). */
+  private readonly failures = new Map<string, number>();
 
   /**
    * `liveQueue`: whether a live instance's entry names the queue now. A lost move of such a queue is
@@ -52,8 +63,10 @@ export class QueueMoves {
       if (!this.isLeader() || this.pending.has(queue)) return;
       try {
         await this.failover.moveQueue(from, queue, 'draining', only);
+        this.failures.delete(`${queue}|jobs`);
       } catch (err) {
-        this.log.error({ err, queue, from, jobs: jobs.length }, 'moving the requests of jobs an instance let go failed');
+        const retryInMs = this.retryLater(`${queue}|jobs`, () => this.scheduleJobs(from, queue, jobs));
+        this.log.error({ err, queue, from, jobs: jobs.length, retryInMs }, 'moving the requests of jobs an instance let go failed; tried again');
       }
     }, 'moving the requests of jobs an instance let go failed');
   }
@@ -74,9 +87,23 @@ export class QueueMoves {
       }
       try {
         await this.failover.moveQueue(move.from, queue, move.reason);
+        this.failures.delete(queue);
       } catch (err) {
-        this.log.error({ err, queue, from: move.from }, 'failover of a queue failed');
+        const retryInMs = this.retryLater(queue, () => this.schedule(move.from, queue, move.reason));
+        this.log.error({ err, queue, from: move.from, retryInMs }, 'failover of a queue failed; tried again');
       }
     }, 'failover of a queue failed');
+  }
+
+  /** Runs `again` after the wait the failures in a row of `key` give (if this process still leads then); returns the wait. */
+  private retryLater(key: string, again: () => void): number {
+    const failures = (this.failures.get(key) ?? 0) + 1;
+    this.failures.set(key, failures);
+    const wait = Math.min(MOVE_RETRY_MAX_MS, MOVE_RETRY_MS * 2 ** (failures - 1));
+    setTimeout(() => {
+      if (this.isLeader()) again();
+      else this.failures.delete(key);
+    }, wait).unref();
+    return wait;
   }
 }

@@ -223,4 +223,28 @@ describe('FailoverCoordinator.moveQueue (real ZooKeeper and Redis)', () => {
     await chain.run(async () => undefined, 'test');
     expect(moved).toEqual([`0@${fire}->b`]);
   });
+
+  it('a move that fails is tried again while this process leads, and the queue moves once it succeeds', async () => {
+    const fire = Date.now() - 1_000;
+    await pool.enqueue(new Map([['q-a', [request(0, fire)]]]));
+    const moved: string[] = [];
+    const real = coordinator(moved);
+    // The first move fails as one does when ZooKeeper or Redis drops under it (found in review: it
+    // was logged and never tried again, and the queue's requests stayed where nobody takes them).
+    let attempts = 0;
+    const failingOnce = {
+      moveQueue: (...args: Parameters<FailoverCoordinator['moveQueue']>) => (attempts++ === 0 ? Promise.reject(new Error('connection lost')) : real.moveQueue(...args)),
+    } as unknown as FailoverCoordinator;
+    const chain = new TaskChain(systemClock, createLogger({ level: 'silent' }));
+    const moves = new QueueMoves(chain, failingOnce, () => true, createLogger({ level: 'silent' }));
+    moves.schedule('a', 'q-a', 'lost');
+    await chain.run(async () => undefined, 'test');
+    expect(attempts).toBe(1);
+    expect(await pool.get('q-a').getJobCounts('wait')).toEqual({ wait: 1 });
+    const deadline = Date.now() + 5_000;
+    while (moved.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(attempts).toBe(2);
+    expect(moved).toEqual([`0@${fire}->b`]);
+    expect(await pool.get('q-a').getJobCounts('wait')).toEqual({ wait: 0 });
+  });
 });
