@@ -45,11 +45,17 @@ export interface TriggerDispatcherDeps {
   resharded(job: string, reshards: number, settled: boolean): void;
 }
 
+/** How soon a trigger whose handling failed is tried again; the wait doubles with each failure in a row, up to {@link TRIGGER_RETRY_MAX_MS}. */
+const TRIGGER_RETRY_MS = 1_000;
+const TRIGGER_RETRY_MAX_MS = 30_000;
+
 /** The leader's handling of manual triggers. */
 export class TriggerDispatcher {
   private active = false;
   /** Jobs with a trigger that could not run yet (no instance, no config): tried again when their instances change. */
   private readonly waiting = new Set<string>();
+  /** Failures in a row of each trigger (by request id) whose handling threw: tried again after a wait. */
+  private readonly failures = new Map<string, number>();
 
   constructor(private readonly deps: TriggerDispatcherDeps) {}
 
@@ -62,12 +68,30 @@ export class TriggerDispatcher {
   end(): void {
     this.active = false;
     this.waiting.clear();
+    this.failures.clear();
   }
 
-  /** A trigger node appeared. */
+  /**
+   * A trigger node appeared. Its handling is tried again while this process leads when it fails
+   * (ZooKeeper or Redis failing under the decision's write or the enqueue): only the node's
+   * creation drives it, so it stayed undone until a leader change. A retry reads the node again: a
+   * decision that landed enqueues the same requests (deduped by job id), one gone is done.
+   */
   requested(job: string, requestId: string): void {
     if (!this.active) return; // begin() finds it
-    void this.deps.chain.run(() => this.handle(job, requestId), `trigger ${requestId} of ${job} failed`);
+    void this.deps.chain.run(async () => {
+      try {
+        await this.handle(job, requestId);
+        this.failures.delete(requestId);
+      } catch (err) {
+        if (!this.active) throw err;
+        const failures = (this.failures.get(requestId) ?? 0) + 1;
+        this.failures.set(requestId, failures);
+        const retryInMs = Math.min(TRIGGER_RETRY_MAX_MS, TRIGGER_RETRY_MS * 2 ** (failures - 1));
+        this.deps.log.error({ err, job, requestId, retryInMs }, 'trigger failed; tried again');
+        setTimeout(() => this.requested(job, requestId), retryInMs).unref();
+      }
+    }, `trigger ${requestId} of ${job} failed`);
   }
 
   /** The job's instances or servers changed: a trigger waiting for an instance may run now. */

@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisServer } from '../../src/dev/redis-server';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { defineJob, type FireContext } from '../../src/shared/config/job-definition';
+import { createRedisConnection } from '../../src/shared/redis/redis-connection';
 import { jobConfigCodec } from '../../src/shared/config/job-config';
 import { registryPaths } from '../../src/shared/registry/registry-paths';
 import { triggerRequestCodec } from '../../src/shared/registry/trigger-request';
@@ -115,6 +116,30 @@ describe('manual triggers', () => {
     expect(b.at).toBeGreaterThanOrEqual(aEnd.at);
     expect(b.at - aEnd.at).toBeLessThan(1_500);
     expect(cluster.overlaps('slow-once')).toEqual([]);
+  });
+
+  it('a trigger whose enqueue Redis refused runs once Redis takes writes again, under the same leader', async () => {
+    // Found in review: the failure was logged and the trigger stayed undone until a leader change.
+    const job = defineJob({ name: 'refused-trigger', shardingTotalCount: 2, execute: () => undefined });
+    await cluster.start({ roles: ['worker'], jobs: [job], instanceId: 'w1' });
+    const leader = await cluster.start({ roles: ['scheduler'], instanceId: 'leader' });
+    await waitFor(() => leader.leader!.isLeader, { message: 'leader elected' });
+    const redisAdmin = createRedisConnection(redis.url);
+    let requestId: string;
+    try {
+      await redisAdmin.config('SET', 'maxmemory-policy', 'noeviction');
+      await redisAdmin.config('SET', 'maxmemory', '1');
+      requestId = await trigger('refused-trigger');
+      await sleep(1_500);
+      expect(triggerRuns('refused-trigger')).toEqual([]);
+    } finally {
+      await redisAdmin.config('SET', 'maxmemory', '0');
+      redisAdmin.disconnect();
+    }
+    await waitFor(() => triggerRuns('refused-trigger').length === 2, { timeoutMs: 15_000, message: 'both items ran' });
+    await waitFor(async () => (await admin.exists(registryPaths.trigger('refused-trigger', requestId))) === null, { message: 'the request node removed' });
+    expect(leader.leader!.isLeader).toBe(true);
+    expect(triggerRuns('refused-trigger').map((s) => s.item).sort()).toEqual([0, 1]);
   });
 
   it('a disabled job refuses a trigger: nothing runs and the request is removed', async () => {
