@@ -55,6 +55,9 @@ const STATUS_BY_CODE: Readonly<Record<string, number>> = {
   SHARDCRON_JOB_DISABLED: 409,
   SHARDCRON_CONFLICT: 409,
   SHARDCRON_JOB_EXISTS: 409,
+  // Data read back from ZooKeeper or Redis that fails its check: the server's state, not the
+  // request, is at fault; the message (and a config's fields) say what is wrong, as at start.
+  [ErrorCodes.CORRUPT_DATA]: 500,
 };
 
 /** The status and body an error is answered with. */

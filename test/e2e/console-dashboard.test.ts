@@ -108,6 +108,24 @@ describe('the dashboard', () => {
     await eventually(async () => expect(await page.inputValue('#config-text')).toContain('edited in the browser'));
   });
 
+  it('saves only the fields changed in the editor: another operator\'s disable meanwhile stays', async () => {
+    const call = (method: string, route: string) => fetch(`${node.console!.url}${route}`, { method, headers: { authorization: `Bearer ${TOKEN}` } });
+    await page.click('#job-edit');
+    const shown = JSON.parse(await page.inputValue('#config-text')) as { disabled: boolean; description?: string };
+    expect(shown.disabled).toBe(false);
+    // Another operator disables the job while the editor holds the config from before.
+    expect((await call('POST', '/api/jobs/live/disable')).status).toBe(200);
+    await page.fill('#config-text', JSON.stringify({ ...shown, description: 'edited beside a disable' }, null, 2));
+    await page.click('#config-form button[type=submit]');
+    await page.locator('#notice', { hasText: 'config saved' }).waitFor();
+    await eventually(async () => {
+      const { config } = (await (await call('GET', '/api/jobs/live')).json()) as { config: { disabled: boolean; description: string } };
+      expect(config).toMatchObject({ disabled: true, description: 'edited beside a disable' });
+    });
+    expect((await call('POST', '/api/jobs/live/enable')).status).toBe(200);
+    await page.locator('#job-status', { hasText: /^(OK|SHARDING_FLAG)$/ }).waitFor();
+  });
+
   it('a killed worker leaves the instances and its items move to the survivor', async () => {
     processes.signal('p2', 'SIGKILL');
     await page.locator('#instances tr[data-instance="p2"]').waitFor({ state: 'detached', timeout: 15_000 });

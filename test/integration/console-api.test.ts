@@ -269,6 +269,27 @@ describe('jobs', () => {
     expect((await api.delete('/api/jobs/made-by-api', { token: ADMIN })).status).toBe(404);
   });
 
+  it('a job whose stored config cannot be read answers 500 SHARDCRON_CORRUPT_DATA naming what is wrong, not 400', async () => {
+    // Found in review: the request was blamed (400 with the stored config's fields), or the message hidden (500 "internal error").
+    const { zk: client } = consoleNode;
+    await client.ensurePath('/broken');
+    await client.create('/broken/config', '{"name": "broken", not json');
+    try {
+      await eventually(async () => {
+        const read = await api.get('/api/jobs/broken', { token: READ });
+        expect(read.status).toBe(500);
+        expect(read.body.error.code).toBe('SHARDCRON_CORRUPT_DATA');
+        expect(read.body.error.message).toContain('/broken/config');
+      });
+      const write = await api.post('/api/jobs/broken/disable', { token: ADMIN });
+      expect(write.status).toBe(500);
+      expect(write.body.error.code).toBe('SHARDCRON_CORRUPT_DATA');
+    } finally {
+      await client.delete('/broken/config');
+      await client.delete('/broken');
+    }
+  });
+
   it('an unknown route is 404 in the contract\'s error shape', async () => {
     const answer = await api.get('/api/nothing', { token: READ });
     expect(answer.status).toBe(404);

@@ -202,6 +202,9 @@ $('job-trigger').addEventListener('click', () => act(`/api/jobs/${encodeURICompo
 $('job-toggle').addEventListener('click', (e) => act(`/api/jobs/${encodeURIComponent(state.selected)}/${e.target.dataset.action}`, `job ${e.target.dataset.action}d`));
 $('job-edit').addEventListener('click', () => {
   state.editing = true;
+  // What the editor showed when editing began: only the fields changed from it are sent, so a
+  // change another operator made meanwhile (a disable from the CLI) is not undone by a stale copy.
+  state.editBase = JSON.parse($('config-text').value || '{}');
   $('config-form').hidden = false;
   $('config-errors').replaceChildren();
 });
@@ -213,11 +216,22 @@ $('config-form').addEventListener('submit', async (e) => {
   e.preventDefault();
   const list = $('config-errors');
   list.replaceChildren();
-  let body;
+  let edited;
   try {
-    body = JSON.parse($('config-text').value);
+    edited = JSON.parse($('config-text').value);
   } catch (err) {
     list.append(el('li', { text: `not valid JSON: ${err.message}` }));
+    return;
+  }
+  // A partial config (the API merges it over the stored one): the fields changed in the editor.
+  const base = state.editBase || {};
+  const body = edited !== null && typeof edited === 'object' && !Array.isArray(edited)
+    ? Object.fromEntries(Object.entries(edited).filter(([key, value]) => JSON.stringify(value) !== JSON.stringify(base[key])))
+    : edited;
+  if (body && typeof body === 'object' && !Array.isArray(body) && Object.keys(body).length === 0) {
+    state.editing = false;
+    $('config-form').hidden = true;
+    notice('nothing changed');
     return;
   }
   try {
