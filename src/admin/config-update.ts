@@ -1,4 +1,4 @@
-import { parseJobConfig, type JobConfig } from '../shared/config/job-config';
+import { jobConfigShape, parseJobConfig, type JobConfig } from '../shared/config/job-config';
 import { ConfigError, ErrorCodes, type FieldIssue } from '../shared/errors';
 import type { ZkClient } from '../shared/zk';
 import { rewriteJobConfig } from './config-store';
@@ -6,8 +6,13 @@ import { rewriteJobConfig } from './config-store';
 /** Fields that identify a job: an update may repeat them, never change them. */
 const FIXED_FIELDS = ['name', 'type'] as const;
 
-/** Optional fields without a default, which `null` in an update removes (`cron: null`: trigger-only). */
-const REMOVABLE_FIELDS: ReadonlySet<string> = new Set(['cron']);
+/**
+ * The fields `null` in an update removes: every field of a job config but `name` and `type`. An
+ * optional one becomes unset (`cron: null`: trigger-only; `timeoutMs: null`: no timeout), one with a
+ * default takes its default again, a required one is reported missing. Before, only `cron` took
+ * `null`, and a `timeoutMs` or `retry` once set could not be taken away through the API.
+ */
+const REMOVABLE_FIELDS: ReadonlySet<string> = new Set([...Object.keys(jobConfigShape), 'script', 'http'].filter((f) => !(FIXED_FIELDS as readonly string[]).includes(f)));
 
 const isPlainObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -18,7 +23,7 @@ const isPlainObject = (value: unknown): value is Record<string, unknown> =>
  * validates a definition (same field schemas, same cron check in the job's time zone), and every
  * problem is reported at once in one ConfigError INVALID_CONFIG naming each field: unknown fields
  * (with a did-you-mean), `name` and `type` given with another value than the stored one, bad values.
- * `cron: null` removes the cron (a trigger-only job). Pure.
+ * `null` removes a field ({@link REMOVABLE_FIELDS}; `cron: null`: a trigger-only job). Pure.
  */
 export function applyConfigUpdate(stored: JobConfig, update: unknown): JobConfig {
   const subject = `Invalid config update for job ${JSON.stringify(stored.name)}`;

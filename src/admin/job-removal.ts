@@ -3,6 +3,7 @@
  * the namespace's queues in Redis.
  */
 import { deleteItemRecords } from '../shared/registry/item-records';
+import { recentExecutionsKey } from '../shared/registry/redis-keys';
 import type { RedisClient } from '../shared/redis/redis-connection';
 import { forEachLimited } from '../shared/concurrency';
 import { ErrorCodes, hasCode } from '../shared/errors';
@@ -138,6 +139,9 @@ export async function removeJob(deps: RemovalDeps, job: string, options: RemoveJ
   const zookeeperNodes = deletedFirst + (await deleteTree(zk, root));
   // The item records of item leases: a job added again under the name starts with none.
   await deleteItemRecords(deps.redis, deps.namespace, job).catch((err: unknown) => log.warn({ err, job }, 'could not delete the item records of the removed job'));
+  // Its recent executions too: a job added again under the name showed the old one's (PostgreSQL's
+  // traces, when configured, keep the history).
+  await deps.redis.del(recentExecutionsKey(deps.namespace, job)).catch((err: unknown) => log.warn({ err, job }, 'could not delete the recent executions of the removed job'));
   if (requests.locked.length > 0) log.warn({ job, locked: requests.locked }, 'requests still run by workers were not removed');
   log.info({ job, zookeeperNodes, removedRequests: requests.removed }, 'job removed');
   return { job, zookeeperNodes, removedRequests: requests.removed, lockedRequests: requests.locked };

@@ -10,6 +10,8 @@ import type { RedisServer } from '../../src/dev/redis-server';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import type { ShardcronNode } from '../../src/node';
 import { defineJob } from '../../src/shared/config/job-definition';
+import { createRedisConnection } from '../../src/shared/redis/redis-connection';
+import { recentExecutionsKey } from '../../src/shared/registry/redis-keys';
 import { TestCluster } from '../helpers/cluster';
 import { badFields, ConsoleClient } from '../helpers/console-client';
 import { closeServices, eventually, startRedis, startZooKeeper, waitFor } from '../helpers/services';
@@ -191,6 +193,11 @@ describe('jobs', () => {
     const ok = await api.put('/api/jobs/on-demand/config', { token: ADMIN, body: { description: 'runs on demand', misfire: false } });
     expect(ok.status).toBe(200);
     expect(ok.body.config).toMatchObject({ name: 'on-demand', description: 'runs on demand', misfire: false });
+    // null takes a field away: a timeout set through the API can be removed through it.
+    expect((await api.put('/api/jobs/on-demand/config', { token: ADMIN, body: { timeoutMs: 60_000 } })).body.config.timeoutMs).toBe(60_000);
+    const cleared = await api.put('/api/jobs/on-demand/config', { token: ADMIN, body: { timeoutMs: null } });
+    expect(cleared.status).toBe(200);
+    expect(cleared.body.config).not.toHaveProperty('timeoutMs');
     const bad = await api.put('/api/jobs/on-demand/config', { token: ADMIN, body: { cron: 'not a cron', shardingTotalCount: -1, name: 'renamed', colour: 'red' } });
     expect(bad.status).toBe(400);
     expect(bad.body.error.code).toBe('SHARDCRON_INVALID_CONFIG');
@@ -263,8 +270,17 @@ describe('jobs', () => {
     }
   });
 
-  it('DELETE /api/jobs/:name: 204, then the job is gone (404); 404 for an unknown job', async () => {
-    expect((await api.delete('/api/jobs/made-by-api', { token: ADMIN })).status).toBe(204);
+  it('DELETE /api/jobs/:name: 204, then the job is gone (404), its recent executions too; 404 for an unknown job', async () => {
+    const redisClient = createRedisConnection(redis.url);
+    const executions = recentExecutionsKey(cluster.namespace, 'made-by-api');
+    try {
+      await redisClient.lpush(executions, JSON.stringify({ job: 'made-by-api' }));
+      expect((await api.delete('/api/jobs/made-by-api', { token: ADMIN })).status).toBe(204);
+      // A job added again under the name does not show the removed one's executions.
+      expect(await redisClient.exists(executions)).toBe(0);
+    } finally {
+      redisClient.disconnect();
+    }
     await eventually(async () => expect((await api.get('/api/jobs/made-by-api', { token: READ })).status).toBe(404));
     expect((await api.delete('/api/jobs/made-by-api', { token: ADMIN })).status).toBe(404);
   });

@@ -31,6 +31,19 @@ describe('applyConfigUpdate', () => {
     expect('cron' in next).toBe(false);
   });
 
+  it('removes any other field with null: an optional one is unset, one with a default takes it again', () => {
+    const limited = applyConfigUpdate(stored, { timeoutMs: 5_000, retry: { attempts: 3, backoffMs: 100 }, failover: true, description: 'x' });
+    expect(limited).toMatchObject({ timeoutMs: 5_000, retry: { attempts: 3, backoffMs: 100 }, failover: true, description: 'x' });
+    const cleared = applyConfigUpdate(limited, { timeoutMs: null, retry: null, failover: null, description: null });
+    expect('timeoutMs' in cleared).toBe(false);
+    expect('retry' in cleared).toBe(false);
+    expect(cleared.failover).toBe(stored.failover);
+    expect(cleared.description).toBe(stored.description);
+    // A field that is not set yet: null changes nothing. An unknown one is still refused, null or not.
+    expect(applyConfigUpdate(stored, { timeoutMs: null })).toEqual(stored);
+    expect(issuesOf(() => applyConfigUpdate(stored, { timeoutMS: null }))).toEqual([expect.stringMatching(/^timeoutMS: /)]);
+  });
+
   it('names every bad field at once: values, unknown fields (with a hint), name and type changes', () => {
     const issues = issuesOf(() =>
       applyConfigUpdate(stored, { name: 'other', type: 'SCRIPT', shardingTotalCount: 0, failover: 'yes', shardingTotalcount: 4, cron: 'every minute' }),
