@@ -6,6 +6,7 @@
  * Everything it knows comes from watch-backed caches, so the fire path is one fenced ZooKeeper
  * multi per tick (all jobs due together) followed by one addBulk per queue.
  */
+import { doublingWait } from '../shared/concurrency';
 import type { JobConfig } from '../shared/config/job-config';
 import type { RedisClient } from '../shared/redis/redis-connection';
 import { silentLogger, type Logger } from '../shared/logger';
@@ -324,7 +325,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
       return;
     }
     if (this.warmFailures === 0) return this.warmUp();
-    const waitMs = Math.min(WARM_RETRY_MAX_MS, WARM_RETRY_MS * 2 ** (this.warmFailures - 1));
+    const waitMs = doublingWait(this.warmFailures, WARM_RETRY_MS, WARM_RETRY_MAX_MS);
     this.log.warn(
       { failures: this.warmFailures, waitMs },
       'the last loads ahead of a takeover did not finish (a ZooKeeper session lost while loading: raise SHARDCRON_ZK_SESSION_TIMEOUT_MS or give the process more CPU); loading again later, and a takeover meanwhile loads every job itself',

@@ -6,6 +6,7 @@
 import type { Logger } from '../shared/logger';
 import type { JobView } from './job-view';
 import type { FailoverCoordinator, MoveReason } from './failover';
+import { Retries } from '../shared/concurrency';
 import type { TaskChain } from './task-chain';
 
 /** How soon a move that failed is tried again; the wait doubles with each failure in a row, up to {@link MOVE_RETRY_MAX_MS}. */
@@ -21,8 +22,8 @@ const MOVE_RETRY_MAX_MS = 30_000;
 export class QueueMoves {
   /** Queues whose move is scheduled: queue -> {from, reason}. */
   private readonly pending = new Map<string, { from: string; reason: MoveReason }>();
-  /** Failures in a row of each queue's move (the retry's wait). */
-  private readonly failures = new Map<string, number>();
+  /** Moves that failed, tried again while this process leads. */
+  private readonly retries: Retries;
 
   /**
    * `liveQueue`: whether a live instance's entry names the queue now. A lost move of such a queue is
@@ -35,7 +36,9 @@ export class QueueMoves {
     private readonly isLeader: () => boolean,
     private readonly log: Logger,
     private readonly liveQueue: (queue: string) => boolean = () => false,
-  ) {}
+  ) {
+    this.retries = new Retries(isLeader, MOVE_RETRY_MS, MOVE_RETRY_MAX_MS);
+  }
 
   /**
    * Behind an enqueue to `queues` (instance id -> queue): an instance that died or began draining
@@ -63,9 +66,9 @@ export class QueueMoves {
       if (!this.isLeader() || this.pending.has(queue)) return;
       try {
         await this.failover.moveQueue(from, queue, 'draining', only);
-        this.failures.delete(`${queue}|jobs`);
+        this.retries.succeeded(`${queue}|jobs`);
       } catch (err) {
-        const retryInMs = this.retryLater(`${queue}|jobs`, () => this.scheduleJobs(from, queue, jobs));
+        const retryInMs = this.retries.failed(`${queue}|jobs`, () => this.scheduleJobs(from, queue, jobs));
         this.log.error({ err, queue, from, jobs: jobs.length, retryInMs }, 'moving the requests of jobs an instance let go failed; tried again');
       }
     }, 'moving the requests of jobs an instance let go failed');
@@ -87,23 +90,11 @@ export class QueueMoves {
       }
       try {
         await this.failover.moveQueue(move.from, queue, move.reason);
-        this.failures.delete(queue);
+        this.retries.succeeded(queue);
       } catch (err) {
-        const retryInMs = this.retryLater(queue, () => this.schedule(move.from, queue, move.reason));
+        const retryInMs = this.retries.failed(queue, () => this.schedule(move.from, queue, move.reason));
         this.log.error({ err, queue, from: move.from, retryInMs }, 'failover of a queue failed; tried again');
       }
     }, 'failover of a queue failed');
-  }
-
-  /** Runs `again` after the wait the failures in a row of `key` give (if this process still leads then); returns the wait. */
-  private retryLater(key: string, again: () => void): number {
-    const failures = (this.failures.get(key) ?? 0) + 1;
-    this.failures.set(key, failures);
-    const wait = Math.min(MOVE_RETRY_MAX_MS, MOVE_RETRY_MS * 2 ** (failures - 1));
-    setTimeout(() => {
-      if (this.isLeader()) again();
-      else this.failures.delete(key);
-    }, wait).unref();
-    return wait;
   }
 }

@@ -6,6 +6,7 @@
  * (fenced): a leader change at any point runs the trigger once, since a new leader that finds a
  * decision replays it to the same queues, where the deterministic job ids dedupe it.
  */
+import { Retries } from '../shared/concurrency';
 import { ErrorCodes } from '../shared/errors';
 import type { Logger } from '../shared/logger';
 import type { ExecutionRequest } from '../shared/registry/execution-request';
@@ -54,8 +55,8 @@ export class TriggerDispatcher {
   private active = false;
   /** Jobs with a trigger that could not run yet (no instance, no config): tried again when their instances change. */
   private readonly waiting = new Set<string>();
-  /** Failures in a row of each trigger (by request id) whose handling threw: tried again after a wait. */
-  private readonly failures = new Map<string, number>();
+  /** Triggers (by request id) whose handling threw, tried again while this process leads. */
+  private readonly retries = new Retries(() => this.active, TRIGGER_RETRY_MS, TRIGGER_RETRY_MAX_MS);
 
   constructor(private readonly deps: TriggerDispatcherDeps) {}
 
@@ -68,7 +69,7 @@ export class TriggerDispatcher {
   end(): void {
     this.active = false;
     this.waiting.clear();
-    this.failures.clear();
+    this.retries.clear();
   }
 
   /**
@@ -82,14 +83,11 @@ export class TriggerDispatcher {
     void this.deps.chain.run(async () => {
       try {
         await this.handle(job, requestId);
-        this.failures.delete(requestId);
+        this.retries.succeeded(requestId);
       } catch (err) {
         if (!this.active) throw err;
-        const failures = (this.failures.get(requestId) ?? 0) + 1;
-        this.failures.set(requestId, failures);
-        const retryInMs = Math.min(TRIGGER_RETRY_MAX_MS, TRIGGER_RETRY_MS * 2 ** (failures - 1));
+        const retryInMs = this.retries.failed(requestId, () => this.requested(job, requestId));
         this.deps.log.error({ err, job, requestId, retryInMs }, 'trigger failed; tried again');
-        setTimeout(() => this.requested(job, requestId), retryInMs).unref();
       }
     }, `trigger ${requestId} of ${job} failed`);
   }

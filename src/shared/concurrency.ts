@@ -147,3 +147,45 @@ export class TurnQueue {
   };
 }
 
+/** The wait before another try after `failures` (1 or more) failures in a row: `baseMs`, doubling each time, at most `maxMs`. */
+export function doublingWait(failures: number, baseMs: number, maxMs: number): number {
+  return Math.min(maxMs, baseMs * 2 ** Math.max(0, failures - 1));
+}
+
+/**
+ * Work tried again after it failed, by key: each failure in a row of a key doubles its wait
+ * ({@link doublingWait}), a success forgets it, and a retry whose time comes while `active()` no
+ * longer holds (this process stopped leading) is dropped.
+ */
+export class Retries {
+  private readonly failures = new Map<string, number>();
+
+  constructor(
+    private readonly active: () => boolean,
+    private readonly baseMs: number,
+    private readonly maxMs: number,
+  ) {}
+
+  /** `key` succeeded: its next failure waits `baseMs` again. */
+  succeeded(key: string): void {
+    this.failures.delete(key);
+  }
+
+  /** Counts a failure of `key` and runs `again` after its wait, if still active then; returns the wait. */
+  failed(key: string, again: () => void): number {
+    const failures = (this.failures.get(key) ?? 0) + 1;
+    this.failures.set(key, failures);
+    const wait = doublingWait(failures, this.baseMs, this.maxMs);
+    setTimeout(() => {
+      if (this.active()) again();
+      else this.failures.delete(key);
+    }, wait).unref();
+    return wait;
+  }
+
+  /** Forgets every key (the work they stand for is no longer this process's). */
+  clear(): void {
+    this.failures.clear();
+  }
+}
+

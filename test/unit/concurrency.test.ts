@@ -1,4 +1,4 @@
-import { forEachLimited, Semaphore, TurnQueue } from '../../src/shared/concurrency';
+import { doublingWait, forEachLimited, Retries, Semaphore, TurnQueue } from '../../src/shared/concurrency';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -153,5 +153,34 @@ describe('TurnQueue', () => {
     expect(served).toBe(20_000);
     expect(most).toBeLessThan(15_000);
     expect(kept()).toBe(0);
+  });
+});
+
+describe('doublingWait and Retries', () => {
+  afterEach(() => jest.useRealTimers());
+
+  it('waits the base after one failure, doubling each time, at most the cap', () => {
+    expect([1, 2, 3, 4, 5, 6, 7].map((n) => doublingWait(n, 1_000, 30_000))).toEqual([1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000]);
+  });
+
+  it('tries a key again after its wait while active, starts over after a success, and drops a retry once inactive', () => {
+    jest.useFakeTimers();
+    let active = true;
+    const retries = new Retries(() => active, 1_000, 30_000);
+    const runs: string[] = [];
+    expect(retries.failed('q', () => runs.push('q1'))).toBe(1_000);
+    expect(retries.failed('q', () => runs.push('q2'))).toBe(2_000);
+    jest.advanceTimersByTime(1_000);
+    expect(runs).toEqual(['q1']);
+    jest.advanceTimersByTime(1_000);
+    expect(runs).toEqual(['q1', 'q2']);
+    retries.succeeded('q');
+    expect(retries.failed('q', () => runs.push('q3'))).toBe(1_000);
+    active = false;
+    jest.advanceTimersByTime(1_000);
+    expect(runs).toEqual(['q1', 'q2']);
+    // Dropped while inactive: the key starts over.
+    active = true;
+    expect(retries.failed('q', () => runs.push('q4'))).toBe(1_000);
   });
 });
