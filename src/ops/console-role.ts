@@ -7,7 +7,7 @@
 import { Admin } from '../admin/admin';
 import { within } from '../shared/concurrency';
 import { isLoopbackHost } from '../shared/config/env-config';
-import { OPS_TOKEN_ADVISED_LENGTH, shortTokenIssues } from '../shared/config/env-values';
+import { OPS_TOKEN_ADVISED_LENGTH, shortTokenIssues, shortTokens } from '../shared/config/env-values';
 import { jsonCodec } from '../shared/codec';
 import { ConfigError, ErrorCodes } from '../shared/errors';
 import type { Logger } from '../shared/logger';
@@ -75,10 +75,8 @@ export class ConsoleRole {
     }
     if (issues.length > 0) throw new ConfigError(ErrorCodes.INVALID_CONFIG, 'Invalid console options', issues);
     this.log = options.logger.child({ component: 'console' });
-    for (const [field, token] of [['SHARDCRON_OPS_TOKEN', tokens.admin], ['SHARDCRON_OPS_READ_TOKEN', tokens.read]] as const) {
-      if (token !== undefined && token.length < OPS_TOKEN_ADVISED_LENGTH) {
-        this.log.warn({ field, length: token.length, advised: OPS_TOKEN_ADVISED_LENGTH }, 'the console token is short and easy to guess; accepted on a loopback address only, use a longer one (openssl rand -hex 32)');
-      }
+    for (const { field, length } of shortTokens(tokens)) {
+      this.log.warn({ field, length, advised: OPS_TOKEN_ADVISED_LENGTH }, 'the console token is short and easy to guess; accepted on a loopback address only, use a longer one (openssl rand -hex 32)');
     }
     this.redis = createRedisClient(options.redis, { logger: options.logger, name: 'console', lazyConnect: true });
     const prefix = queuePrefix(options.namespace, options.redis);

@@ -289,11 +289,14 @@ export function didYouMean(word: string, candidates: readonly string[]): string 
  */
 export function shortTokenIssues(host: string, tokens: { admin?: string; read?: string }): Array<{ field: string; message: string }> {
   if (isLoopbackHost(host)) return [];
-  const issues: Array<{ field: string; message: string }> = [];
+  return shortTokens(tokens).map(({ field, length }) => ({ field, message: `is ${length} characters long; a console on the non-loopback address ${quote(host)} needs at least ${OPS_TOKEN_ADVISED_LENGTH} (openssl rand -hex 32)` }));
+}
+
+/** The console tokens set and shorter than {@link OPS_TOKEN_ADVISED_LENGTH}: each one's variable and length. */
+export function shortTokens(tokens: { admin?: string; read?: string }): Array<{ field: 'SHARDCRON_OPS_TOKEN' | 'SHARDCRON_OPS_READ_TOKEN'; length: number }> {
+  const short: Array<{ field: 'SHARDCRON_OPS_TOKEN' | 'SHARDCRON_OPS_READ_TOKEN'; length: number }> = [];
   for (const [field, token] of [['SHARDCRON_OPS_TOKEN', tokens.admin], ['SHARDCRON_OPS_READ_TOKEN', tokens.read]] as const) {
-    if (token !== undefined && token.length < OPS_TOKEN_ADVISED_LENGTH) {
-      issues.push({ field, message: `is ${token.length} characters long; a console on the non-loopback address ${quote(host)} needs at least ${OPS_TOKEN_ADVISED_LENGTH} (openssl rand -hex 32)` });
-    }
+    if (token !== undefined && token.length < OPS_TOKEN_ADVISED_LENGTH) short.push({ field, length: token.length });
   }
-  return issues;
+  return short;
 }
