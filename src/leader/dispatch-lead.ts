@@ -3,6 +3,7 @@
  * the whole lead before, enqueued {@link DELIVERY_LEAD_MS} before, or, for a fire of many requests,
  * as long before as its enqueue is expected to take. The lead follows how long recent ticks took to
  * prepare and big fires to enqueue: twice the slowest of the last {@link LEAD_WINDOW}, within bounds.
+ * While rarer jobs' fires burst behind frequent ones, every fire goes earlier ({@link BUSY_DELIVERY_LEAD_MS}).
  */
 import { ErrorCodes, ShardcronError } from '../shared/errors';
 
@@ -18,6 +19,17 @@ export const MAX_DISPATCH_LEAD_MS = 800;
  * takes longer than this, so it begins earlier: its requests are behind the current fire's anyway.
  */
 export const DELIVERY_LEAD_MS = 300;
+/**
+ * The delivery lead, and the least lead, while rarer jobs' fires burst behind frequent ones
+ * ({@link DispatchLead.noteBurst}). A worker working through such a burst takes each request by a
+ * fetch that waits on a busy Redis: a frequent job's fire enqueued {@link DELIVERY_LEAD_MS} ahead
+ * was taken 300-900 ms after its time in the seconds after each minute's 20,000 fires
+ * (bench/RESULTS.md, "Taken late, not started late"). Enqueued this long ahead, it is taken before
+ * its time. Below {@link MAX_DISPATCH_LEAD_MS}, so a job's fires still never overlap.
+ */
+export const BUSY_DELIVERY_LEAD_MS = 700;
+/** Ticks the busy lead lasts after the last burst: ten minutes of a namespace's every-second ticks. */
+const BUSY_TICKS = 600;
 /** How many recent tick preparations (and big enqueues) the lead adapts to. */
 const LEAD_WINDOW = 8;
 /**
@@ -33,6 +45,8 @@ export class DispatchLead {
   private readonly durations: number[] = [];
   /** ms per request of the last {@link LEAD_WINDOW} big enqueues. */
   private readonly paces: number[] = [];
+  /** Ticks left of the busy lead ({@link BUSY_DELIVERY_LEAD_MS}); 0: none. */
+  private busyTicks = 0;
 
   /** `minMs`: the lead when ticks prepare fast (default {@link DELIVERY_LEAD_MS}). */
   constructor(private readonly minMs: number = DELIVERY_LEAD_MS) {
@@ -49,7 +63,17 @@ export class DispatchLead {
 
   /** How long before its nominal time a prepared fire of a few requests is enqueued. */
   get deliveryMs(): number {
-    return Math.min(this.current, DELIVERY_LEAD_MS);
+    return Math.min(this.current, this.busyTicks > 0 ? BUSY_DELIVERY_LEAD_MS : DELIVERY_LEAD_MS);
+  }
+
+  /**
+   * A tick's rarer jobs went in chunks behind frequent ones: for the next {@link BUSY_TICKS} ticks
+   * every fire is planned and enqueued at least {@link BUSY_DELIVERY_LEAD_MS} ahead. Returns the lead
+   * before, when it changed.
+   */
+  noteBurst(): number | undefined {
+    this.busyTicks = BUSY_TICKS;
+    return this.settle();
   }
 
   /**
@@ -75,8 +99,15 @@ export class DispatchLead {
   adapt(durationMs: number): number | undefined {
     this.durations.push(durationMs);
     if (this.durations.length > LEAD_WINDOW) this.durations.shift();
-    const wanted = Math.ceil(2 * Math.max(...this.durations));
-    const next = Math.min(MAX_DISPATCH_LEAD_MS, Math.max(this.minMs, wanted));
+    if (this.busyTicks > 0) this.busyTicks -= 1;
+    return this.settle();
+  }
+
+  /** Sets the lead from the recent preparations and the busy lead; returns the lead before, when it changed. */
+  private settle(): number | undefined {
+    const wanted = this.durations.length === 0 ? 0 : Math.ceil(2 * Math.max(...this.durations));
+    const least = this.busyTicks > 0 ? Math.max(this.minMs, BUSY_DELIVERY_LEAD_MS) : this.minMs;
+    const next = Math.min(MAX_DISPATCH_LEAD_MS, Math.max(least, wanted));
     if (next === this.current) return undefined;
     const before = this.current;
     this.current = next;

@@ -325,7 +325,10 @@ export class FireLoop {
     if (later.length > 0) void this.onDue(later);
     // The first chunk takes every fire of the jobs never split, however many.
     const split = runs.length > this.chunkSize || (this.boundByRequests() && this.requestsOf(runs) > this.chunkRequests);
-    await this.dispatchChunk(runs, epoch, started, this.holds, split ? this.byPeriod(runs) : runs.length);
+    const whole = split ? this.byPeriod(runs) : runs.length;
+    // Rarer jobs' fires go in chunks behind frequent ones: the next fires go earlier while such bursts come.
+    if (whole < runs.length && this.boundByRequests()) this.leadMoved(this.deps.lead.noteBurst());
+    await this.dispatchChunk(runs, epoch, started, this.holds, whole);
   }
 
   /** Whether chunks are bounded by requests now: only while frequent jobs may need to pass. */

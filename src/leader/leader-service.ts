@@ -282,6 +282,11 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     return new Set(instances.filter((i) => i.live.info.state === 'ready').map((i) => i.live.info.queue));
   }
 
+  /** How far ahead of their time fires are planned now, and a fire of a few requests enqueued (ms; DispatchLead). */
+  get dispatchLead(): { readonly ms: number; readonly deliveryMs: number } {
+    return { ms: this.lead.ms, deliveryMs: this.lead.deliveryMs };
+  }
+
   get isLeader(): boolean {
     return this.election.isLeader;
   }

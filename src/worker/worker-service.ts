@@ -26,6 +26,15 @@ const FAILOVER_RETRY_MS = 200;
 /** Default prefetch: requests taken per handler place, and at most. */
 const PREFETCH_PER_HANDLER = 10;
 const MAX_DEFAULT_PREFETCH = 1_000;
+/**
+ * Default consumers: one per this many handler places, and at most {@link MAX_DEFAULT_CONSUMERS}.
+ * Each consumer fetches one request per Redis round trip, so the consumers together take at most
+ * their number of requests a round trip: while a big fire's requests kept Redis busy, 16 consumers
+ * took a frequent job's 1,000 requests 300-900 ms after their time (bench/RESULTS.md, "Taken late,
+ * not started late").
+ */
+const HANDLERS_PER_CONSUMER = 4;
+const MAX_DEFAULT_CONSUMERS = 64;
 /** How soon a request that met a ZooKeeper outage tries again. */
 const TRANSIENT_RETRY_MS = 500;
 /**
@@ -112,7 +121,7 @@ export interface WorkerServiceOptions {
   prefetch?: number;
   /**
    * BullMQ consumers sharing the requests taken at once (concurrency + prefetch) on the instance's
-   * queue (default: one per 8 of concurrency, at most 16). A BullMQ Worker fetches jobs one round
+   * queue (default: one per 4 of concurrency, at most 64). A BullMQ Worker fetches jobs one round
    * trip at a time, so one consumer takes a fire's 100th request after 100 sequential fetches;
    * several consumers fetch side by side. Each holds a Redis connection.
    */
@@ -556,7 +565,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   }
 
   private startConsumers(queue: string): Worker[] {
-    const count = Math.min(this.taking.ahead, this.options.consumers ?? Math.min(16, Math.ceil(this.options.concurrency / 8)));
+    const count = Math.min(this.taking.ahead, this.options.consumers ?? Math.min(MAX_DEFAULT_CONSUMERS, Math.ceil(this.options.concurrency / HANDLERS_PER_CONSUMER)));
     return Array.from({ length: count }, (_, i) => {
       const state: ConsumerState = { taken: 0, held: 0 };
       const consumer = new Worker(queue, (job, token) => this.take(state, job, token), {

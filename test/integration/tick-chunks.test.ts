@@ -10,6 +10,7 @@ import { Queue } from 'bullmq';
 import { defineJob } from '../../src';
 import type { RedisServer } from '../../src/dev/redis-server';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
+import { BUSY_DELIVERY_LEAD_MS, DELIVERY_LEAD_MS } from '../../src/leader/dispatch-lead';
 import { LeaderService } from '../../src/leader/leader-service';
 import { ShardcronMetrics } from '../../src/ops/metrics';
 import { createRedisClient } from '../../src/shared/redis/redis-connection';
@@ -118,6 +119,8 @@ test('a tick beyond the chunk size dispatches jobs of shorter period first, each
     const starts = cluster.starts().filter((s) => s.fireTime >= evens[0] && s.fireTime <= evens[3]).map((s) => key(s.job, s.fireTime, s.item));
     expect(starts.sort()).toEqual(wanted);
     expect(skipped.filter((s) => s.fireTime >= evens[0])).toEqual([]);
+    // Rarer jobs went in chunks behind frequent ones: every fire now goes 700 ms ahead.
+    expect(leader.dispatchLead.deliveryMs).toBe(BUSY_DELIVERY_LEAD_MS);
   } finally {
     await close();
   }
@@ -141,6 +144,8 @@ test('jobs firing more often than once a minute are never split: their fires of 
       expect(chunks.map((jobs) => jobs.length)).toEqual([6]);
       expect(chunks[0].slice(0, 3).sort()).toEqual(['f0', 'f1', 'f2']);
     }
+    // Nothing went behind the frequent jobs: the usual lead.
+    expect(leader.dispatchLead.deliveryMs).toBeLessThanOrEqual(DELIVERY_LEAD_MS);
   } finally {
     await close();
   }
@@ -186,6 +191,8 @@ test('with no job firing more often than once a minute, a chunk is not cut by re
     await leader.start();
     const [fireTime] = await cluster.waitForCompleteFires('t2', 3, 0, 1, 20_000);
     expect(chunksOf(commits, fireTime)).toEqual([['t0', 't1', 't2']]);
+    // No frequent job to let pass: the usual lead.
+    expect(leader.dispatchLead.deliveryMs).toBeLessThanOrEqual(DELIVERY_LEAD_MS);
   } finally {
     await close();
   }

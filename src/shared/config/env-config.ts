@@ -73,7 +73,7 @@ export interface ShardcronEnvConfig {
   readonly concurrency: number;
   /** Requests a worker instance takes beyond its concurrency; unset: ten per unit of concurrency, at most 1000. */
   readonly prefetch?: number;
-  /** BullMQ consumers the requests a worker takes at once are split over; unset: one per 8, at most 16. */
+  /** BullMQ consumers the requests a worker takes at once are split over; unset: one per 4, at most 64. */
   readonly consumers?: number;
   /** How long a due minute request lets a fire held in its worker go first (SHARDCRON_YIELD_BEFORE_FIRE_MS); 0: never. */
   readonly yieldBeforeFireMs: number;
@@ -171,7 +171,7 @@ export const ENV_VARIABLES = Object.freeze([
   variable('SHARDCRON_PREFETCH', undefined,
     'Requests one worker instance takes from its queue beyond its concurrency, 0-10000. Unset: ten per unit of concurrency, at most 1000. Such a request waits for its fire time (requests arrive up to 300 ms early, those of a fire of 2,000 requests or more up to 800 ms), its lock and a free handler, holding no handler meanwhile; with monitorExecution its item shows `running` from when its lock is taken.'),
   variable('SHARDCRON_CONSUMERS', undefined,
-    'BullMQ consumers one worker instance splits the requests it takes at once (concurrency + prefetch) over, 1-64. Unset: one per 8 of concurrency, at most 16. Each fetches jobs one round trip at a time, so several start a fire\'s items sooner; each holds one Redis connection.'),
+    'BullMQ consumers one worker instance splits the requests it takes at once (concurrency + prefetch) over, 1-64. Unset: one per 4 of concurrency, at most 64. Each fetches jobs one round trip at a time, so several start a fire\'s items sooner; each holds one Redis connection.'),
   variable('SHARDCRON_YIELD_BEFORE_FIRE_MS', String(DEFAULT_YIELD_BEFORE_FIRE_MS),
     'Milliseconds, 0-1000. A request of a job firing once a minute or less often (prioritized while the namespace has faster jobs) that a worker takes when it is due already, while that worker holds requests for a fire due within this long, waits for that fire and starts right after its requests: at a whole minute the frequent jobs then start closer to their time. 0: such requests start at once.'),
   variable('SHARDCRON_ITEM_LEASE', undefined,
