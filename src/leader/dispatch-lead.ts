@@ -11,7 +11,8 @@ import { ErrorCodes, ShardcronError } from '../shared/errors';
 export const MAX_DISPATCH_LEAD_MS = 800;
 /**
  * How long before its nominal time a fire's requests are enqueued, at most (never more than the
- * lead), unless the fire is a big one ({@link DispatchLead.deliveryFor}). Workers take an early
+ * lead), unless the fire is a big one ({@link DispatchLead.deliveryFor}) or rarer jobs burst
+ * ({@link BUSY_DELIVERY_LEAD_MS}). Workers take an early
  * request into their prefetch and hold it until its time, its item locked meanwhile: the time a worker has to take a burst's requests before the fire (a worker
  * takes about 7 a millisecond on the bench machine). Not the whole lead (up to 800 ms when ticks
  * are slow to prepare): a worker's prefetch is bounded, and requests of the next fire held that
@@ -28,8 +29,8 @@ export const DELIVERY_LEAD_MS = 300;
  * its time. Below {@link MAX_DISPATCH_LEAD_MS}, so a job's fires still never overlap.
  */
 export const BUSY_DELIVERY_LEAD_MS = 700;
-/** Ticks the busy lead lasts after the last burst: ten minutes of a namespace's every-second ticks. */
-const BUSY_TICKS = 600;
+/** How long the busy lead lasts after the last burst (ms). */
+export const BUSY_FOR_MS = 10 * 60_000;
 /** How many recent tick preparations (and big enqueues) the lead adapts to. */
 const LEAD_WINDOW = 8;
 /**
@@ -45,11 +46,17 @@ export class DispatchLead {
   private readonly durations: number[] = [];
   /** ms per request of the last {@link LEAD_WINDOW} big enqueues. */
   private readonly paces: number[] = [];
-  /** Ticks left of the busy lead ({@link BUSY_DELIVERY_LEAD_MS}); 0: none. */
-  private busyTicks = 0;
+  /** Until when the busy lead ({@link BUSY_DELIVERY_LEAD_MS}) holds: {@link BUSY_FOR_MS} after the last burst. */
+  private busyUntil = Number.NEGATIVE_INFINITY;
 
-  /** `minMs`: the lead when ticks prepare fast (default {@link DELIVERY_LEAD_MS}). */
-  constructor(private readonly minMs: number = DELIVERY_LEAD_MS) {
+  /**
+   * `minMs`: the lead when ticks prepare fast (default {@link DELIVERY_LEAD_MS}); a burst raises it
+   * to {@link BUSY_DELIVERY_LEAD_MS} for a while even when set lower. `now`: the leader's clock.
+   */
+  constructor(
+    private readonly minMs: number = DELIVERY_LEAD_MS,
+    private readonly now: () => number = Date.now,
+  ) {
     if (!Number.isInteger(minMs) || minMs < 0 || minMs > MAX_DISPATCH_LEAD_MS) {
       throw new ShardcronError(ErrorCodes.INVALID_CONFIG, `dispatchLeadMs must be an integer in [0, ${MAX_DISPATCH_LEAD_MS}], got ${String(minMs)}`);
     }
@@ -63,17 +70,21 @@ export class DispatchLead {
 
   /** How long before its nominal time a prepared fire of a few requests is enqueued. */
   get deliveryMs(): number {
-    return Math.min(this.current, this.busyTicks > 0 ? BUSY_DELIVERY_LEAD_MS : DELIVERY_LEAD_MS);
+    return Math.min(this.current, this.busy() ? BUSY_DELIVERY_LEAD_MS : DELIVERY_LEAD_MS);
   }
 
   /**
-   * A tick's rarer jobs went in chunks behind frequent ones: for the next {@link BUSY_TICKS} ticks
-   * every fire is planned and enqueued at least {@link BUSY_DELIVERY_LEAD_MS} ahead. Returns the lead
+   * A tick's rarer jobs went in chunks behind frequent ones: for the next {@link BUSY_FOR_MS} every
+   * fire is planned and enqueued at least {@link BUSY_DELIVERY_LEAD_MS} ahead. Returns the lead
    * before, when it changed.
    */
   noteBurst(): number | undefined {
-    this.busyTicks = BUSY_TICKS;
+    this.busyUntil = this.now() + BUSY_FOR_MS;
     return this.settle();
+  }
+
+  private busy(): boolean {
+    return this.now() < this.busyUntil;
   }
 
   /**
@@ -99,14 +110,13 @@ export class DispatchLead {
   adapt(durationMs: number): number | undefined {
     this.durations.push(durationMs);
     if (this.durations.length > LEAD_WINDOW) this.durations.shift();
-    if (this.busyTicks > 0) this.busyTicks -= 1;
     return this.settle();
   }
 
   /** Sets the lead from the recent preparations and the busy lead; returns the lead before, when it changed. */
   private settle(): number | undefined {
     const wanted = this.durations.length === 0 ? 0 : Math.ceil(2 * Math.max(...this.durations));
-    const least = this.busyTicks > 0 ? Math.max(this.minMs, BUSY_DELIVERY_LEAD_MS) : this.minMs;
+    const least = this.busy() ? Math.max(this.minMs, BUSY_DELIVERY_LEAD_MS) : this.minMs;
     const next = Math.min(MAX_DISPATCH_LEAD_MS, Math.max(least, wanted));
     if (next === this.current) return undefined;
     const before = this.current;

@@ -325,10 +325,7 @@ export class FireLoop {
     if (later.length > 0) void this.onDue(later);
     // The first chunk takes every fire of the jobs never split, however many.
     const split = runs.length > this.chunkSize || (this.boundByRequests() && this.requestsOf(runs) > this.chunkRequests);
-    const whole = split ? this.byPeriod(runs) : runs.length;
-    // Rarer jobs' fires go in chunks behind frequent ones: the next fires go earlier while such bursts come.
-    if (whole < runs.length && this.boundByRequests()) this.leadMoved(this.deps.lead.noteBurst());
-    await this.dispatchChunk(runs, epoch, started, this.holds, whole);
+    await this.dispatchChunk(runs, epoch, started, this.holds, split ? this.byPeriod(runs) : runs.length);
   }
 
   /** Whether chunks are bounded by requests now: only while frequent jobs may need to pass. */
@@ -394,6 +391,8 @@ export class FireLoop {
     const size = this.chunkLength(runs, whole);
     const chunk = runs.slice(0, size);
     const rest = runs.slice(size);
+    // A tick's rarer jobs go in chunks behind frequent ones: fires go earlier while such bursts come.
+    if (lane === 'first' && rest.length > 0 && this.boundByRequests()) this.leadMoved(this.deps.lead.noteBurst());
     for (const run of chunk) holds.pending.delete(run.job);
     for (const run of rest) holds.pending.add(run.job);
     try {

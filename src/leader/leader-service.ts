@@ -57,7 +57,8 @@ export interface LeaderServiceOptions {
    * its requests are enqueued up to 300 ms of it before, a fire of 2,000 requests or more as long
    * before as its enqueue takes (workers hold them until the nominal time); default 300 ms. The
    * leader raises it (up to MAX_DISPATCH_LEAD_MS) while preparing a tick or enqueueing a big fire
-   * takes longer.
+   * takes longer, and to 700 ms, requests enqueued that early too, for ten minutes after a tick
+   * whose rarer jobs went in chunks behind frequent ones (BUSY_DELIVERY_LEAD_MS), even when set lower.
    */
   dispatchLeadMs?: number;
   /**
@@ -159,7 +160,7 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     this.clock = options.clock ?? systemClock;
     this.warmStandby = options.warmStandby ?? true;
     this.zkClient = options.zk;
-    this.lead = new DispatchLead(options.dispatchLeadMs);
+    this.lead = new DispatchLead(options.dispatchLeadMs, () => this.clock.now());
     this.queues = new QueuePool(options.redis, options.queuePrefix, options.completedKept, (request) => this.requestPriority(request));
     this.chain = new TaskChain(this.clock, log);
     const dispatcher = (this.dispatcher = new FireDispatcher(options.zk, this.queues, log, options.namespace));
@@ -282,7 +283,11 @@ export class LeaderService extends TypedEmitter<LeaderServiceEvents> {
     return new Set(instances.filter((i) => i.live.info.state === 'ready').map((i) => i.live.info.queue));
   }
 
-  /** How far ahead of their time fires are planned now, and a fire of a few requests enqueued (ms; DispatchLead). */
+  /**
+   * How far ahead of their time fires are planned now, and a fire of a few requests enqueued (ms;
+   * DispatchLead). For tests and diagnostics.
+   * @internal
+   */
   get dispatchLead(): { readonly ms: number; readonly deliveryMs: number } {
     return { ms: this.lead.ms, deliveryMs: this.lead.deliveryMs };
   }

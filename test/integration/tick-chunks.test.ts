@@ -198,6 +198,23 @@ test('with no job firing more often than once a minute, a chunk is not cut by re
   }
 });
 
+test('a big tick with no job firing more often than once a minute goes in chunks, but keeps the usual lead: no frequent job waits behind it', async () => {
+  const cluster = new TestCluster(zk, redis);
+  // Three jobs once a minute at the same second, chunks of one job-fire.
+  const at = (new Date().getUTCSeconds() + 6) % 60;
+  const jobs = ['m0', 'm1', 'm2'].map((name) => defineJob({ name, cron: `${at} * * * * ?`, execute: () => undefined }));
+  const { leader, commits, close } = await chunkedLeader(cluster, 1);
+  try {
+    await cluster.start({ roles: ['worker'], jobs, instanceId: 'w1' });
+    await leader.start();
+    const [fireTime] = await cluster.waitForCompleteFires('m2', 1, 0, 1, 20_000);
+    expect(chunksOf(commits, fireTime)).toEqual([['m0'], ['m1'], ['m2']]);
+    expect(leader.dispatchLead.deliveryMs).toBeLessThanOrEqual(DELIVERY_LEAD_MS);
+  } finally {
+    await close();
+  }
+});
+
 test("a job whose fire waits in a chunk still to come holds its next fire back until that chunk is dispatched: each job's ledgers stay in fire order", async () => {
   const cluster = new TestCluster(zk, redis);
   const jobs = ['a', 'b', 'c'].map((name) => defineJob({ name, cron: '* * * * * ?', shardingTotalCount: 2, execute: () => undefined }));

@@ -1,4 +1,4 @@
-import { BIG_ENQUEUE, BUSY_DELIVERY_LEAD_MS, DELIVERY_LEAD_MS, DispatchLead, MAX_DISPATCH_LEAD_MS } from '../../src/leader/dispatch-lead';
+import { BIG_ENQUEUE, BUSY_DELIVERY_LEAD_MS, BUSY_FOR_MS, DELIVERY_LEAD_MS, DispatchLead, MAX_DISPATCH_LEAD_MS } from '../../src/leader/dispatch-lead';
 import { fireRequests, reroute, type InstanceNow } from '../../src/leader/dispatch-plan';
 import { ErrorCodes } from '../../src/shared/errors';
 import type { ExecutionRequest } from '../../src/shared/registry/execution-request';
@@ -115,27 +115,40 @@ describe('DispatchLead', () => {
     expect([lead.deliveryFor(20_000), lead.deliveryFor(60_000)]).toEqual([DELIVERY_LEAD_MS, 600]);
   });
 
-  it('plans and enqueues every fire 700 ms ahead for ten minutes of ticks after a burst of rarer jobs', () => {
-    const lead = new DispatchLead();
+  it('plans and enqueues every fire 700 ms ahead for ten minutes after a burst of rarer jobs, by the clock', () => {
+    let now = 1_000_000;
+    const lead = new DispatchLead(undefined, () => now);
     expect(lead.noteBurst()).toBe(DELIVERY_LEAD_MS);
     expect([lead.ms, lead.deliveryMs, lead.deliveryFor(100)]).toEqual([BUSY_DELIVERY_LEAD_MS, BUSY_DELIVERY_LEAD_MS, BUSY_DELIVERY_LEAD_MS]);
-    // Slow preparations still raise it to the bound; a big fire still goes as early as it takes.
+    // Slow preparations still raise it to the bound; it comes back to the busy least, not below.
     lead.adapt(600);
     expect([lead.ms, lead.deliveryMs]).toEqual([MAX_DISPATCH_LEAD_MS, BUSY_DELIVERY_LEAD_MS]);
     for (let i = 0; i < 8; i += 1) lead.adapt(10);
     expect(lead.ms).toBe(BUSY_DELIVERY_LEAD_MS);
-    // 600 ticks after the burst (9 counted above), with no burst since: back to 300 ms.
-    for (let i = 0; i < 590; i += 1) lead.adapt(10);
-    expect(lead.ms).toBe(BUSY_DELIVERY_LEAD_MS);
+    // However many ticks there were (or few): ten minutes after the burst, 300 ms again, the
+    // delivery at once and the lead at the next tick.
+    now += BUSY_FOR_MS - 1;
+    expect(lead.adapt(10)).toBeUndefined();
+    expect(lead.deliveryMs).toBe(BUSY_DELIVERY_LEAD_MS);
+    now += 1;
+    expect(lead.deliveryMs).toBe(DELIVERY_LEAD_MS);
     expect(lead.adapt(10)).toBe(BUSY_DELIVERY_LEAD_MS);
     expect([lead.ms, lead.deliveryMs]).toEqual([DELIVERY_LEAD_MS, DELIVERY_LEAD_MS]);
+    // A later burst starts the ten minutes again.
+    now += 60_000;
+    lead.noteBurst();
+    now += BUSY_FOR_MS - 1;
+    expect(lead.deliveryMs).toBe(BUSY_DELIVERY_LEAD_MS);
     // A configured lead above it stays; a lead of 0 is raised only while bursts come.
-    const long = new DispatchLead(MAX_DISPATCH_LEAD_MS);
+    const long = new DispatchLead(MAX_DISPATCH_LEAD_MS, () => now);
     expect(long.noteBurst()).toBeUndefined();
     expect([long.ms, long.deliveryMs]).toEqual([MAX_DISPATCH_LEAD_MS, BUSY_DELIVERY_LEAD_MS]);
-    const none = new DispatchLead(0);
+    const none = new DispatchLead(0, () => now);
     none.noteBurst();
     expect(none.deliveryMs).toBe(BUSY_DELIVERY_LEAD_MS);
+    now += BUSY_FOR_MS;
+    none.adapt(0);
+    expect([none.ms, none.deliveryMs]).toEqual([0, 0]);
   });
 
   it('refuses a lead outside 0-800 ms, naming it', () => {

@@ -169,7 +169,7 @@ export const ENV_VARIABLES = Object.freeze([
   variable('SHARDCRON_CONCURRENCY', '10',
     'Handlers one worker instance runs at once, 1-1000.'),
   variable('SHARDCRON_PREFETCH', undefined,
-    'Requests one worker instance takes from its queue beyond its concurrency, 0-10000. Unset: ten per unit of concurrency, at most 1000. Such a request waits for its fire time (requests arrive up to 300 ms early, those of a fire of 2,000 requests or more up to 800 ms), its lock and a free handler, holding no handler meanwhile; with monitorExecution its item shows `running` from when its lock is taken.'),
+    'Requests one worker instance takes from its queue beyond its concurrency, 0-10000. Unset: ten per unit of concurrency, at most 1000. Such a request waits for its fire time (requests arrive up to 300 ms early, 700 ms for ten minutes after rarer jobs burst behind frequent ones, those of a fire of 2,000 requests or more up to 800 ms), its lock and a free handler, holding no handler meanwhile; with monitorExecution its item shows `running` from when its lock is taken.'),
   variable('SHARDCRON_CONSUMERS', undefined,
     'BullMQ consumers one worker instance splits the requests it takes at once (concurrency + prefetch) over, 1-64. Unset: one per 4 of concurrency, at most 64. Each fetches jobs one round trip at a time, so several start a fire\'s items sooner; each holds one Redis connection.'),
   variable('SHARDCRON_YIELD_BEFORE_FIRE_MS', String(DEFAULT_YIELD_BEFORE_FIRE_MS),
