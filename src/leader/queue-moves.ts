@@ -9,10 +9,6 @@ import type { FailoverCoordinator, MoveReason } from './failover';
 import { Retries } from '../shared/concurrency';
 import type { TaskChain } from './task-chain';
 
-/** How soon a move that failed is tried again; the wait doubles with each failure in a row, up to {@link MOVE_RETRY_MAX_MS}. */
-const MOVE_RETRY_MS = 1_000;
-const MOVE_RETRY_MAX_MS = 30_000;
-
 /**
  * Schedules queue moves, one per queue at a time. A move that fails (ZooKeeper or Redis failing
  * under it) is tried again while this process leads: it leaves the queue whole (the obliterate is
@@ -37,7 +33,7 @@ export class QueueMoves {
     private readonly log: Logger,
     private readonly liveQueue: (queue: string) => boolean = () => false,
   ) {
-    this.retries = new Retries(isLeader, MOVE_RETRY_MS, MOVE_RETRY_MAX_MS);
+    this.retries = new Retries(isLeader);
   }
 
   /**

@@ -46,17 +46,13 @@ export interface TriggerDispatcherDeps {
   resharded(job: string, reshards: number, settled: boolean): void;
 }
 
-/** How soon a trigger whose handling failed is tried again; the wait doubles with each failure in a row, up to {@link TRIGGER_RETRY_MAX_MS}. */
-const TRIGGER_RETRY_MS = 1_000;
-const TRIGGER_RETRY_MAX_MS = 30_000;
-
 /** The leader's handling of manual triggers. */
 export class TriggerDispatcher {
   private active = false;
   /** Jobs with a trigger that could not run yet (no instance, no config): tried again when their instances change. */
   private readonly waiting = new Set<string>();
   /** Triggers (by request id) whose handling threw, tried again while this process leads. */
-  private readonly retries = new Retries(() => this.active, TRIGGER_RETRY_MS, TRIGGER_RETRY_MAX_MS);
+  private readonly retries = new Retries(() => this.active);
 
   constructor(private readonly deps: TriggerDispatcherDeps) {}
 

@@ -152,18 +152,22 @@ export function doublingWait(failures: number, baseMs: number, maxMs: number): n
   return Math.min(maxMs, baseMs * 2 ** Math.max(0, failures - 1));
 }
 
+/** The first wait of {@link Retries} by default, and its longest. */
+const RETRY_MS = 1_000;
+const RETRY_MAX_MS = 30_000;
+
 /**
  * Work tried again after it failed, by key: each failure in a row of a key doubles its wait
- * ({@link doublingWait}), a success forgets it, and a retry whose time comes while `active()` no
- * longer holds (this process stopped leading) is dropped.
+ * ({@link doublingWait}; by default 1 s, up to 30 s), a success forgets it, and a retry whose time
+ * comes while `active()` no longer holds (this process stopped leading) is dropped.
  */
 export class Retries {
   private readonly failures = new Map<string, number>();
 
   constructor(
     private readonly active: () => boolean,
-    private readonly baseMs: number,
-    private readonly maxMs: number,
+    private readonly baseMs = RETRY_MS,
+    private readonly maxMs = RETRY_MAX_MS,
   ) {}
 
   /** `key` succeeded: its next failure waits `baseMs` again. */

@@ -27,14 +27,13 @@ const FAILOVER_RETRY_MS = 200;
 const PREFETCH_PER_HANDLER = 10;
 const MAX_DEFAULT_PREFETCH = 1_000;
 /**
- * Default consumers: one per this many handler places, and at most {@link MAX_DEFAULT_CONSUMERS}.
- * Each consumer fetches one request per Redis round trip, so the consumers together take at most
+ * Default consumers: one per this many handler places, and at most as many as SHARDCRON_CONSUMERS
+ * allows (WORKER_BOUNDS). Each consumer fetches one request per Redis round trip, so the consumers together take at most
  * their number of requests a round trip: while a big fire's requests kept Redis busy, 16 consumers
  * took a frequent job's 1,000 requests 300-900 ms after their time (bench/RESULTS.md, "Taken late,
  * not started late").
  */
 const HANDLERS_PER_CONSUMER = 4;
-const MAX_DEFAULT_CONSUMERS = 64;
 /** How soon a request that met a ZooKeeper outage tries again. */
 const TRANSIENT_RETRY_MS = 500;
 /**
@@ -565,7 +564,7 @@ export class WorkerService extends TypedEmitter<WorkerServiceEvents> {
   }
 
   private startConsumers(queue: string): Worker[] {
-    const count = Math.min(this.taking.ahead, this.options.consumers ?? Math.min(MAX_DEFAULT_CONSUMERS, Math.ceil(this.options.concurrency / HANDLERS_PER_CONSUMER)));
+    const count = Math.min(this.taking.ahead, this.options.consumers ?? Math.min(WORKER_BOUNDS.consumers[1], Math.ceil(this.options.concurrency / HANDLERS_PER_CONSUMER)));
     return Array.from({ length: count }, (_, i) => {
       const state: ConsumerState = { taken: 0, held: 0 };
       const consumer = new Worker(queue, (job, token) => this.take(state, job, token), {
