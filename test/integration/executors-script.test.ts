@@ -45,9 +45,12 @@ const RECORD_ARGS = `require('fs').writeFileSync(process.argv[1], JSON.stringify
  * stdout and stderr (so the pipes stay open after the parent dies), writes both pids to argv[1],
  * and hangs.
  */
+// The child writes the pids only after "child up" is on stderr: a test that acts on the pids then knows the line was written
+// (a fixed wait in the parent lost that race on a loaded machine, when the child's node took longer to start).
 const FORK_AND_HANG = `const { spawn } = require('child_process');
-const child = spawn(process.execPath, ['-e', 'process.on("SIGTERM", () => {}); setInterval(() => {}, 1000); console.error("child up")'], { stdio: 'inherit' });
-setTimeout(() => require('fs').writeFileSync(process.argv[1], JSON.stringify({ parent: process.pid, child: child.pid })), 200);
+const childCode = 'process.on("SIGTERM", () => {}); setInterval(() => {}, 1000); console.error("child up"); ' +
+  'require("fs").writeFileSync(process.argv[1], JSON.stringify({ parent: process.ppid, child: process.pid }))';
+spawn(process.execPath, ['-e', childCode, process.argv[1]], { stdio: 'inherit' });
 setInterval(() => {}, 1000);`;
 
 /** Waits for the pids FORK_AND_HANG writes. */
