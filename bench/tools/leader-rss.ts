@@ -9,7 +9,8 @@
  * LATENCY_FROM_S seconds after the election (default 30: a first leader catches up the fires that
  * came due while it loaded, up to 2 session timeouts of them one by one) to the end of the watch:
  * p50, p99, max, and the p99 of the fires in the first 3 s of each minute, when the every-minute
- * jobs fire too. For the first 6 s of each minute it then reads the completed requests back
+ * jobs fire too, and for the latest fires when the leader had enqueued them (job s0's `fire:dispatched`
+ * from its fire time). For the first 6 s of each minute it then reads the completed requests back
  * from Redis (bench/lib/stages.ts): when the leader began their enqueue and when a worker took them,
  * over the 6 s and fire by fire, next to the fire's starts.
  * Last, ZooKeeper's znodes, data, RSS and heap in use. HEAP_SNAPSHOT=file.heapsnapshot writes the leader's heap at the end.
@@ -55,6 +56,10 @@ new PerformanceObserver((list) => {
   const skipped = {};
   let elections = 0;
   node.leader.on('fire:skipped', ({ reason }) => { skipped[reason] = (skipped[reason] ?? 0) + 1; });
+  // When the leader had enqueued each fire of job s0 (every mix's first every-second job), from its
+  // fire time (negative: ahead): a late fire enqueued late is the leader's, one enqueued ahead the take's.
+  const enqueued = {};
+  node.leader.on('fire:dispatched', ({ job, fireTime }) => { if (counting && job === 's0') enqueued[fireTime] = Date.now() - fireTime; });
   node.leader.on('leader:elected', () => {
     elections += 1;
     if (elections > 1) return;
@@ -62,7 +67,7 @@ new PerformanceObserver((list) => {
     process.send({ elected: Date.now() - started });
   });
   process.on('message', (m) => {
-    if (m === 'mem') process.send({ mem: process.memoryUsage(), gcs, skipped, elections });
+    if (m === 'mem') process.send({ mem: process.memoryUsage(), gcs, skipped, elections, enqueued });
     if (m === 'gc') { global.gc(); process.send({ live: process.memoryUsage() }); }
     if (m === 'snapshot') { require('v8').writeHeapSnapshot(process.env.HEAP_SNAPSHOT); process.send({ mem: process.memoryUsage() }); }
   });
@@ -99,10 +104,12 @@ async function main(): Promise<void> {
     let gcs = { full: 0, pauseMs: 0, maxPauseMs: 0 };
     let skipped: Record<string, number> = {};
     let elections = 0;
+    let enqueued: Record<string, number> = {};
     const ask = (what: 'mem' | 'gc' | 'snapshot') =>
       new Promise<NodeJS.MemoryUsage>((resolve) => {
-        child.once('message', (m: { mem?: NodeJS.MemoryUsage; live?: NodeJS.MemoryUsage; gcs?: typeof gcs; skipped?: typeof skipped; elections?: number }) => {
+        child.once('message', (m: { mem?: NodeJS.MemoryUsage; live?: NodeJS.MemoryUsage; gcs?: typeof gcs; skipped?: typeof skipped; elections?: number; enqueued?: typeof enqueued }) => {
           if (m.gcs) gcs = m.gcs;
+          if (m.enqueued) enqueued = m.enqueued;
           if (m.skipped) skipped = m.skipped;
           if (m.elections !== undefined) elections = m.elections;
           resolve((m.mem ?? m.live)!);
@@ -152,7 +159,8 @@ async function main(): Promise<void> {
       );
       const time = (t: number) => new Date(t).toISOString().slice(11, 19);
       process.stdout.write(`  fires between the first and the last counted with fewer than ${everySecond} starts: ${latency.short.length === 0 ? 'none' : latency.short.map((f) => `${time(f.fire)} (${f.starts})`).join(', ')}\n`);
-      process.stdout.write(`  the latest fires (fire time: p50 / max): ${latency.worst.map((w) => `${time(w.fire)} ${w.p50} / ${w.max} ms`).join(', ')}\n`);
+      const enqueuedAt = (fire: number) => (enqueued[fire] === undefined ? 'n/a' : `${enqueued[fire]} ms`);
+      process.stdout.write(`  the latest fires (fire time: p50 / max; s0's enqueue by the leader, from the fire time): ${latency.worst.map((w) => `${time(w.fire)} ${w.p50} / ${w.max} ms; ${enqueuedAt(w.fire)}`).join(', ')}\n`);
       const { quiet } = latency;
       process.stdout.write(`  fires in seconds 3-59 of a minute: ${quiet.all.n} starts, ${triple(quiet.all)}; over those fires, each one's first start ${triple(quiet.first)}, its last ${triple(quiet.last)}\n`);
       // Where the first 6 s of each minute go, every-second jobs only (s0 .. s{everySecond - 1}).
