@@ -62,24 +62,27 @@ export class Admin {
     return { requestId };
   }
 
-  /** Disables `job`: it stops firing from its next fire on; manual triggers are refused. */
+  /**
+   * Disables `job`: it stops firing from its next fire on; manual triggers are refused. Like every
+   * write here, it returns once this Admin's reads show it (read-your-writes: see ReadModel.configCaughtUp).
+   */
   disableJob(job: string): Promise<SwitchResult> {
-    return this.logged('job disabled', { job }, setJobDisabled(this.zk, job, true));
+    return this.logged('job disabled', { job }, this.switchJob(job, true));
   }
 
   /** Enables `job` again. */
   enableJob(job: string): Promise<SwitchResult> {
-    return this.logged('job enabled', { job }, setJobDisabled(this.zk, job, false));
+    return this.logged('job enabled', { job }, this.switchJob(job, false));
   }
 
   /** Leaves item `item` of `job` out of every fire until it is enabled again. */
   disableItem(job: string, item: number | string): Promise<SwitchResult> {
-    return this.logged('item disabled', { job, item }, setItemDisabled(this.zk, job, item, true));
+    return this.logged('item disabled', { job, item }, this.switchItem(job, item, true));
   }
 
   /** Enables item `item` of `job` again. */
   enableItem(job: string, item: number | string): Promise<SwitchResult> {
-    return this.logged('item enabled', { job, item }, setItemDisabled(this.zk, job, item, false));
+    return this.logged('item enabled', { job, item }, this.switchItem(job, item, false));
   }
 
   /** Disables the server `ip` (exact match) in every job that has it; returns those jobs. */
@@ -94,7 +97,8 @@ export class Admin {
 
   /** Changes some fields of `job`'s stored config (validated like a definition); returns the config now stored. */
   async updateConfig(job: string, update: unknown): Promise<JobConfig> {
-    const config = await updateJobConfig(this.zk, job, update);
+    const { config, version } = await updateJobConfig(this.zk, job, update);
+    await this.model?.configCaughtUp(job, version);
     this.log.info({ job, fields: typeof update === 'object' && update !== null ? Object.keys(update) : [] }, 'config updated');
     return config;
   }
@@ -165,6 +169,19 @@ export class Admin {
 
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
+  }
+
+  private async switchJob(job: string, disabled: boolean): Promise<SwitchResult> {
+    const { changed, configVersion } = await setJobDisabled(this.zk, job, disabled);
+    await this.model?.configCaughtUp(job, configVersion);
+    return { changed };
+  }
+
+  private async switchItem(job: string, item: number | string, disabled: boolean): Promise<SwitchResult> {
+    const result = await setItemDisabled(this.zk, job, item, disabled);
+    // setItemDisabled refused anything that is not an item number.
+    await this.model?.itemCaughtUp(job, Number(item), disabled);
+    return result;
   }
 
   private async logged<T extends object>(what: string, fields: Record<string, unknown>, operation: Promise<T>): Promise<T> {

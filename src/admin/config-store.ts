@@ -36,6 +36,8 @@ export interface ConfigRewrite {
   readonly config: JobConfig;
   /** False when `change` asked for no write (the config already said so). */
   readonly changed: boolean;
+  /** The config node's data version that holds `config`: what a watch of it must reach to show it. */
+  readonly version: number;
 }
 
 /**
@@ -49,10 +51,10 @@ export async function rewriteJobConfig(zk: ZkClient, job: string, change: (confi
   for (let attempt = 1; ; attempt += 1) {
     const { config, version } = await readJobConfig(zk, job);
     const next = change(config);
-    if (next === undefined) return { config, changed: false };
+    if (next === undefined) return { config, changed: false, version };
     try {
-      await zk.set(registryPaths.jobConfig(job), jobConfigCodec.encode(next), version);
-      return { config: next, changed: true };
+      const stat = await zk.set(registryPaths.jobConfig(job), jobConfigCodec.encode(next), version);
+      return { config: next, changed: true, version: stat.version };
     } catch (err) {
       if (hasCode(err, ErrorCodes.ZK_NO_NODE)) throw jobNotFound(job);
       if (!hasCode(err, ErrorCodes.ZK_BAD_VERSION)) throw err;

@@ -15,14 +15,19 @@ export interface SwitchResult {
   readonly changed: boolean;
 }
 
+/** A job's switch, with the config version that holds its state (for a read model to catch up to). */
+export interface JobSwitchResult extends SwitchResult {
+  readonly configVersion: number;
+}
+
 /**
  * Sets the config's `disabled` (versioned read-modify-write, retried on a conflict). A disabled job
  * does not fire and refuses manual triggers; items running now finish. Throws JOB_NOT_FOUND,
  * CORRUPT_DATA, CONFLICT.
  */
-export async function setJobDisabled(zk: ZkClient, job: string, disabled: boolean): Promise<SwitchResult> {
-  const { changed } = await rewriteJobConfig(zk, job, (config) => (config.disabled === disabled ? undefined : toJobConfig({ ...config, disabled })));
-  return { changed };
+export async function setJobDisabled(zk: ZkClient, job: string, disabled: boolean): Promise<JobSwitchResult> {
+  const { changed, version } = await rewriteJobConfig(zk, job, (config) => (config.disabled === disabled ? undefined : toJobConfig({ ...config, disabled })));
+  return { changed, configVersion: version };
 }
 
 /**

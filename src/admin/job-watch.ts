@@ -168,6 +168,16 @@ export class JobWatch {
     return this.itemCaches !== undefined;
   }
 
+  /** The data version of the config node as last read; undefined while it is absent or not read yet. */
+  get configVersion(): number | undefined {
+    return this.configCache.version;
+  }
+
+  /** Whether item `item` has its `disabled` node, as watched; undefined while the items are not watched. */
+  itemDisabled(item: number): boolean | undefined {
+    return this.itemCaches?.[item]?.has('disabled');
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

@@ -3,6 +3,7 @@ import { silentLogger, type Logger } from '../shared/logger';
 import { assertJobName, isValidJobName, registryPaths } from '../shared/registry/registry-paths';
 import { InstanceDirectory } from '../shared/registry/instance-directory';
 import { ChildrenCache, type ZkClient } from '../shared/zk';
+import { sleep } from '../shared/zk/backoff';
 import { jobNotFound } from './admin-errors';
 import { DataProblems, type DataProblem } from './data-problems';
 import { summarizeInstances, type InstanceSummary } from './instance-summary';
@@ -12,6 +13,11 @@ import { JobWatch } from './job-watch';
 
 /** Default of {@link ReadModelOptions.itemIdleMs}: item watches outlive the last look at a job by this much. */
 export const ITEM_IDLE_MS = 5 * 60_000;
+
+/** How long a write waits at most for the model to show it (a watch notification and a read, normally a few ms). */
+export const CATCH_UP_MS = 2_000;
+/** How often that wait looks. */
+const CATCH_UP_POLL_MS = 5;
 
 /** Options of {@link ReadModel}. */
 export interface ReadModelOptions {
@@ -126,6 +132,34 @@ export class ReadModel {
     }
     const now = this.clock();
     return describeJob(snapshot, await this.runningNow(name, await watch.items(now)), now);
+  }
+
+  /**
+   * Waits until the model holds `job`'s config at data version `version` or later, so that a read
+   * after a write of it (the console's answer to a disable, the next GET) shows the write rather
+   * than what the watch had before its notification came. Returns at once for a job the model does
+   * not watch (its first read loads it), and after {@link CATCH_UP_MS} at most: a job removed and
+   * created again meanwhile starts over at version 0, and the model then shows what is there.
+   */
+  async configCaughtUp(job: string, version: number): Promise<void> {
+    await this.caughtUp(job, (watch) => (watch.configVersion ?? -1) >= version);
+  }
+
+  /** Waits, as {@link configCaughtUp}, until the model shows item `item` of `job` disabled or not; at once while its items are not watched. */
+  async itemCaughtUp(job: string, item: number, disabled: boolean): Promise<void> {
+    await this.caughtUp(job, (watch) => {
+      const shown = watch.itemDisabled(item);
+      return shown === undefined || shown === disabled;
+    });
+  }
+
+  private async caughtUp(job: string, shows: (watch: JobWatch) => boolean): Promise<void> {
+    if (!this.starting || this.closing) return;
+    await this.starting.catch(() => undefined);
+    const deadline = Date.now() + CATCH_UP_MS;
+    for (let watch = this.watches.get(job); watch && !shows(watch) && Date.now() < deadline; watch = this.watches.get(job)) {
+      await sleep(CATCH_UP_POLL_MS);
+    }
   }
 
   /** The items with `running` told apart from leases held between runs (see ReadModelOptions.itemRuns). */

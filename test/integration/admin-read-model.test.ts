@@ -6,6 +6,7 @@
 import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { Admin, ReadModel } from '../../src/admin';
+import { CATCH_UP_MS } from '../../src/admin/read-model';
 import type { RedisServer } from '../../src/dev/redis-server';
 import type { ZooKeeperServer } from '../../src/dev/zookeeper-server';
 import { jobConfigCodec } from '../../src/shared/config/job-config';
@@ -210,6 +211,28 @@ describe('the read model and admin operations on hand-written nodes', () => {
     const racing = writer.set(paths.jobConfig('good'), jobConfigCodec.encode({ ...next, description: 'by someone else' }), stat.version);
     const [, updated] = await Promise.all([racing, admin.updateConfig('good', { jobParameter: 'p' })]);
     expect(updated).toMatchObject({ jobParameter: 'p', description: 'by someone else' });
+  });
+
+  it('shows its own writes in the next read: a switch or an update returns once the read model has it', async () => {
+    // Started and watching the job and its items: reads answer from memory from now on.
+    expect((await admin.getJob('good')).items.map((i) => i.status)).not.toContain('DISABLED');
+    for (let round = 0; round < 5; round++) {
+      await admin.disableJob('good');
+      expect((await admin.getJob('good')).status).toBe('DISABLED');
+      await admin.enableJob('good');
+      expect((await admin.getJob('good')).config.disabled).toBe(false);
+      await admin.disableItem('good', 1);
+      expect((await admin.getJob('good')).items[1].status).toBe('DISABLED');
+      await admin.enableItem('good', '1');
+      expect((await admin.getJob('good')).items[1].status).not.toBe('DISABLED');
+    }
+    await admin.updateConfig('good', { description: 'seen at once' });
+    expect((await admin.getJob('good')).config.description).toBe('seen at once');
+    // A version the model never reaches (a job removed and created again starts over at 0): the wait is bounded.
+    const waitedFrom = Date.now();
+    await admin.readModel().configCaughtUp('good', 1_000_000);
+    expect(Date.now() - waitedFrom).toBeGreaterThanOrEqual(CATCH_UP_MS - 20);
+    expect(Date.now() - waitedFrom).toBeLessThan(CATCH_UP_MS + 2_000);
   });
 
   it('refuses to trigger a disabled job with JOB_DISABLED, and an item outside the total with NOT_FOUND', async () => {

@@ -72,6 +72,11 @@ export class NodeCache<T> extends WatchedCache<NodeCacheEvents<T>> {
     return this.valueState !== undefined;
   }
 
+  /** The data version of what was last read; undefined while the node is absent (or not read yet). */
+  get version(): number | undefined {
+    return this.valueState?.version;
+  }
+
   protected async load(): Promise<void> {
     let read: { data: Buffer; stat: ZkStat } | undefined;
     // Absent when last seen: usually still so. If it exists now, the read below follows.
