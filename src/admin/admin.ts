@@ -63,8 +63,9 @@ export class Admin {
   }
 
   /**
-   * Disables `job`: it stops firing from its next fire on; manual triggers are refused. Like every
-   * write here, it returns once this Admin's reads show it (read-your-writes: see ReadModel.configCaughtUp).
+   * Disables `job`: it stops firing from its next fire on; manual triggers are refused. Like the
+   * other switches of a job or an item, a config update and a creation, it returns once this
+   * Admin's reads show it (ReadModel.configCaughtUp); the switches of a server do not wait.
    */
   disableJob(job: string): Promise<SwitchResult> {
     return this.logged('job disabled', { job }, this.switchJob(job, true));
@@ -97,8 +98,8 @@ export class Admin {
 
   /** Changes some fields of `job`'s stored config (validated like a definition); returns the config now stored. */
   async updateConfig(job: string, update: unknown): Promise<JobConfig> {
-    const { config, version } = await updateJobConfig(this.zk, job, update);
-    await this.model?.configCaughtUp(job, version);
+    const { config, stamp } = await updateJobConfig(this.zk, job, update);
+    await this.model?.configCaughtUp(job, stamp);
     this.log.info({ job, fields: typeof update === 'object' && update !== null ? Object.keys(update) : [] }, 'config updated');
     return config;
   }
@@ -109,6 +110,8 @@ export class Admin {
    */
   async createJob(body: unknown, options: { requestedBy?: string; subject?: string } = {}): Promise<JobConfig> {
     const config = await createDataJob(this.zk, body, options.subject ?? 'POST /api/jobs');
+    // Any write of the new node will do: the job listed and its config read.
+    await this.model?.configCaughtUp(config.name, { version: 0, ctimeMs: 0 });
     this.log.info({ job: config.name, type: config.type, requestedBy: options.requestedBy }, 'job created');
     return config;
   }
@@ -172,16 +175,15 @@ export class Admin {
   }
 
   private async switchJob(job: string, disabled: boolean): Promise<SwitchResult> {
-    const { changed, configVersion } = await setJobDisabled(this.zk, job, disabled);
-    await this.model?.configCaughtUp(job, configVersion);
+    const { changed, configStamp } = await setJobDisabled(this.zk, job, disabled);
+    await this.model?.configCaughtUp(job, configStamp);
     return { changed };
   }
 
-  private async switchItem(job: string, item: number | string, disabled: boolean): Promise<SwitchResult> {
-    const result = await setItemDisabled(this.zk, job, item, disabled);
-    // setItemDisabled refused anything that is not an item number.
-    await this.model?.itemCaughtUp(job, Number(item), disabled);
-    return result;
+  private async switchItem(job: string, itemValue: number | string, disabled: boolean): Promise<SwitchResult> {
+    const { changed, configStamp, item } = await setItemDisabled(this.zk, job, itemValue, disabled);
+    await this.model?.itemCaughtUp(job, item, disabled, configStamp);
+    return { changed };
   }
 
   private async logged<T extends object>(what: string, fields: Record<string, unknown>, operation: Promise<T>): Promise<T> {

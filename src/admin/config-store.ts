@@ -7,10 +7,20 @@ import { conflict, jobNotFound } from './admin-errors';
 /** Read-modify-write attempts before giving up with CONFLICT: each failed one means someone else wrote. */
 const MAX_ATTEMPTS = 10;
 
+/**
+ * Which write of a config node a reader holds: its data version, and the node's creation time,
+ * since a node created again starts over at version 0.
+ */
+export interface ConfigStamp {
+  readonly version: number;
+  readonly ctimeMs: number;
+}
+
 /** A job's stored config and the data version it was read at. */
 export interface StoredConfig {
   readonly config: JobConfig;
   readonly version: number;
+  readonly ctimeMs: number;
 }
 
 /**
@@ -23,7 +33,7 @@ export async function readJobConfig(zk: ZkClient, job: string): Promise<StoredCo
   const path = registryPaths.jobConfig(job);
   try {
     const { data, stat } = await zk.get(path);
-    return { config: jobConfigCodec.decode(data, path), version: stat.version };
+    return { config: jobConfigCodec.decode(data, path), version: stat.version, ctimeMs: stat.ctimeMs };
   } catch (err) {
     if (hasCode(err, ErrorCodes.ZK_NO_NODE)) throw jobNotFound(job);
     throw err;
@@ -36,8 +46,8 @@ export interface ConfigRewrite {
   readonly config: JobConfig;
   /** False when `change` asked for no write (the config already said so). */
   readonly changed: boolean;
-  /** The config node's data version that holds `config`: what a watch of it must reach to show it. */
-  readonly version: number;
+  /** The write that holds `config`: what a watch of the node must reach to show it. */
+  readonly stamp: ConfigStamp;
 }
 
 /**
@@ -49,12 +59,12 @@ export interface ConfigRewrite {
  */
 export async function rewriteJobConfig(zk: ZkClient, job: string, change: (config: JobConfig) => JobConfig | undefined): Promise<ConfigRewrite> {
   for (let attempt = 1; ; attempt += 1) {
-    const { config, version } = await readJobConfig(zk, job);
+    const { config, version, ctimeMs } = await readJobConfig(zk, job);
     const next = change(config);
-    if (next === undefined) return { config, changed: false, version };
+    if (next === undefined) return { config, changed: false, stamp: { version, ctimeMs } };
     try {
       const stat = await zk.set(registryPaths.jobConfig(job), jobConfigCodec.encode(next), version);
-      return { config: next, changed: true, version: stat.version };
+      return { config: next, changed: true, stamp: { version: stat.version, ctimeMs: stat.ctimeMs } };
     } catch (err) {
       if (hasCode(err, ErrorCodes.ZK_NO_NODE)) throw jobNotFound(job);
       if (!hasCode(err, ErrorCodes.ZK_BAD_VERSION)) throw err;

@@ -1,7 +1,7 @@
 import { jobConfigShape, parseJobConfig, type JobConfig } from '../shared/config/job-config';
 import { ConfigError, ErrorCodes, type FieldIssue } from '../shared/errors';
 import type { ZkClient } from '../shared/zk';
-import { rewriteJobConfig, type StoredConfig } from './config-store';
+import { rewriteJobConfig, type ConfigStamp } from './config-store';
 
 /** Fields that identify a job: an update may repeat them, never change them. */
 const FIXED_FIELDS = ['name', 'type'] as const;
@@ -55,15 +55,15 @@ export function applyConfigUpdate(stored: JobConfig, update: unknown): JobConfig
 /**
  * Applies `update` ({@link applyConfigUpdate}) to the stored config of `job` with a versioned write,
  * validated again on each retry against what is stored then; an update that changes nothing writes
- * nothing. Returns the config now stored, with the version that holds it.
+ * nothing. Returns the config now stored, with the write that holds it.
  * Throws JOB_NOT_FOUND, INVALID_CONFIG (every bad field), CORRUPT_DATA (the stored config is
  * unreadable: fix it by hand, or re-register the job with overwrite), CONFLICT.
  */
-export async function updateJobConfig(zk: ZkClient, job: string, update: unknown): Promise<StoredConfig> {
-  const { config, version } = await rewriteJobConfig(zk, job, (stored) => {
+export async function updateJobConfig(zk: ZkClient, job: string, update: unknown): Promise<{ config: JobConfig; stamp: ConfigStamp }> {
+  const { config, stamp } = await rewriteJobConfig(zk, job, (stored) => {
     const next = applyConfigUpdate(stored, update);
     // Both are in canonical field order: an update that changes nothing writes nothing.
     return JSON.stringify(next) === JSON.stringify(stored) ? undefined : next;
   });
-  return { config, version };
+  return { config, stamp };
 }

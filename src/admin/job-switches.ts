@@ -8,16 +8,16 @@ import { ErrorCodes, hasCode } from '../shared/errors';
 import { registryPaths } from '../shared/registry/registry-paths';
 import type { ZkClient } from '../shared/zk';
 import { jobNotFound, notFound, parseItemNumber } from './admin-errors';
-import { readJobConfig, rewriteJobConfig } from './config-store';
+import { readJobConfig, rewriteJobConfig, type ConfigStamp } from './config-store';
 
 /** What a switch did: `changed` is false when the job or item already was in that state. */
 export interface SwitchResult {
   readonly changed: boolean;
 }
 
-/** A job's switch, with the config version that holds its state (for a read model to catch up to). */
-export interface JobSwitchResult extends SwitchResult {
-  readonly configVersion: number;
+/** A switch with the config write it saw or made: what a read model must have read to show the switch. */
+export interface StampedSwitch extends SwitchResult {
+  readonly configStamp: ConfigStamp;
 }
 
 /**
@@ -25,9 +25,9 @@ export interface JobSwitchResult extends SwitchResult {
  * does not fire and refuses manual triggers; items running now finish. Throws JOB_NOT_FOUND,
  * CORRUPT_DATA, CONFLICT.
  */
-export async function setJobDisabled(zk: ZkClient, job: string, disabled: boolean): Promise<JobSwitchResult> {
-  const { changed, version } = await rewriteJobConfig(zk, job, (config) => (config.disabled === disabled ? undefined : toJobConfig({ ...config, disabled })));
-  return { changed, configVersion: version };
+export async function setJobDisabled(zk: ZkClient, job: string, disabled: boolean): Promise<StampedSwitch> {
+  const { changed, stamp } = await rewriteJobConfig(zk, job, (config) => (config.disabled === disabled ? undefined : toJobConfig({ ...config, disabled })));
+  return { changed, configStamp: stamp };
 }
 
 /**
@@ -36,9 +36,10 @@ export async function setJobDisabled(zk: ZkClient, job: string, disabled: boolea
  * shardingTotalCount. Throws INVALID_CONFIG (not an item number), JOB_NOT_FOUND, NOT_FOUND (an item
  * outside 0..total-1), CORRUPT_DATA.
  */
-export async function setItemDisabled(zk: ZkClient, job: string, itemValue: unknown, disabled: boolean): Promise<SwitchResult> {
+export async function setItemDisabled(zk: ZkClient, job: string, itemValue: unknown, disabled: boolean): Promise<StampedSwitch & { item: number }> {
   const item = parseItemNumber(itemValue);
-  const { config } = await readJobConfig(zk, job);
+  const { config, version, ctimeMs } = await readJobConfig(zk, job);
+  const configStamp = { version, ctimeMs };
   if (item >= config.shardingTotalCount) {
     throw notFound(`Job ${JSON.stringify(job)} has no item ${item}: its items are 0 to ${config.shardingTotalCount - 1}`, { job, item, shardingTotalCount: config.shardingTotalCount });
   }
@@ -46,16 +47,16 @@ export async function setItemDisabled(zk: ZkClient, job: string, itemValue: unkn
   if (!disabled) {
     try {
       await zk.delete(path);
-      return { changed: true };
+      return { changed: true, configStamp, item };
     } catch (err) {
-      if (hasCode(err, ErrorCodes.ZK_NO_NODE)) return { changed: false };
+      if (hasCode(err, ErrorCodes.ZK_NO_NODE)) return { changed: false, configStamp, item };
       throw err;
     }
   }
   // A job that never fired has no item nodes yet. Plain creates, not a mkdirp: a job removed
   // meanwhile is not brought back (its node is gone, so the first create fails).
   for (const parent of [registryPaths.jobSharding(job), registryPaths.shardingItem(job, item)]) await createIfAbsent(zk, job, parent);
-  return { changed: await createIfAbsent(zk, job, path) };
+  return { changed: await createIfAbsent(zk, job, path), configStamp, item };
 }
 
 /** Creates an empty persistent node; false when it existed. Throws JOB_NOT_FOUND when its parent is gone. */

@@ -66,6 +66,8 @@ export class JobWatch {
   private lastValid: JobConfig | undefined;
   private startPromise: Promise<void> | undefined;
   private closed = false;
+  /** Each item cache's first load (ChildrenCache's `has` answers false while it runs). */
+  private readonly itemStarts = new WeakMap<ChildrenCache<string>, Promise<unknown>>();
   /** When {@link items} was last called (epoch ms), for the read model's idle release. */
   itemsReadAt = 0;
 
@@ -168,14 +170,23 @@ export class JobWatch {
     return this.itemCaches !== undefined;
   }
 
-  /** The data version of the config node as last read; undefined while it is absent or not read yet. */
-  get configVersion(): number | undefined {
-    return this.configCache.version;
+  /** Which write of the config node was last read; undefined while it is absent or not read yet. */
+  get configStamp(): { version: number; ctimeMs: number } | undefined {
+    return this.configCache.stamp;
   }
 
-  /** Whether item `item` has its `disabled` node, as watched; undefined while the items are not watched. */
-  itemDisabled(item: number): boolean | undefined {
-    return this.itemCaches?.[item]?.has('disabled');
+  /**
+   * Whether item `item`, as watched, shows `disabled` or not, once its cache's first load and any
+   * load under way have ended; true while the items are not watched (their first read loads them),
+   * false for an item the watched total does not have yet.
+   */
+  async itemShows(item: number, disabled: boolean): Promise<boolean> {
+    if (!this.itemCaches) return true;
+    const cache = this.itemCaches[item];
+    if (!cache) return false;
+    await this.itemStarts.get(cache);
+    await cache.settled();
+    return cache.has('disabled') === disabled;
   }
 
   async close(): Promise<void> {
@@ -204,7 +215,7 @@ export class JobWatch {
 
   private watchItem(item: number): ChildrenCache<string> {
     const cache = new ChildrenCache(this.zk, { path: registryPaths.shardingItem(this.name, item), decode: decodeText, logger: this.log });
-    cache.start().catch((err: unknown) => this.log.warn({ err, job: this.name, item }, 'could not watch sharding item'));
+    this.itemStarts.set(cache, cache.start().catch((err: unknown) => this.log.warn({ err, job: this.name, item }, 'could not watch sharding item')));
     return cache;
   }
 }

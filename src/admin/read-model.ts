@@ -2,9 +2,10 @@ import { ErrorCodes, ShardcronError } from '../shared/errors';
 import { silentLogger, type Logger } from '../shared/logger';
 import { assertJobName, isValidJobName, registryPaths } from '../shared/registry/registry-paths';
 import { InstanceDirectory } from '../shared/registry/instance-directory';
-import { ChildrenCache, type ZkClient } from '../shared/zk';
-import { sleep } from '../shared/zk/backoff';
+import { ChildrenCache, sleep, type ZkClient } from '../shared/zk';
+import { within } from '../shared/concurrency';
 import { jobNotFound } from './admin-errors';
+import type { ConfigStamp } from './config-store';
 import { DataProblems, type DataProblem } from './data-problems';
 import { summarizeInstances, type InstanceSummary } from './instance-summary';
 import type { ItemRun } from '../shared/registry/item-records';
@@ -18,6 +19,11 @@ export const ITEM_IDLE_MS = 5 * 60_000;
 export const CATCH_UP_MS = 2_000;
 /** How often that wait looks. */
 const CATCH_UP_POLL_MS = 5;
+
+/** Whether a cache's config `read` is the write `written` or a later one (of the same node, or of a node created after it). */
+function holds(read: ConfigStamp | undefined, written: ConfigStamp): boolean {
+  return read !== undefined && (read.ctimeMs > written.ctimeMs || (read.ctimeMs === written.ctimeMs && read.version >= written.version));
+}
 
 /** Options of {@link ReadModel}. */
 export interface ReadModelOptions {
@@ -135,30 +141,37 @@ export class ReadModel {
   }
 
   /**
-   * Waits until the model holds `job`'s config at data version `version` or later, so that a read
-   * after a write of it (the console's answer to a disable, the next GET) shows the write rather
-   * than what the watch had before its notification came. Returns at once for a job the model does
-   * not watch (its first read loads it), and after {@link CATCH_UP_MS} at most: a job removed and
-   * created again meanwhile starts over at version 0, and the model then shows what is there.
+   * Waits until the model holds `job`'s config as written by `stamp` or later, so that a read after
+   * a write of it (the console's answer to a disable, the next GET) shows the write rather than what
+   * the watch had before its notification came. A job the root listing has not brought yet is
+   * waited for too (a job just created). Returns at once while the model has not started (its first
+   * read loads what is stored), and after {@link CATCH_UP_MS} at most, start-up included: then the
+   * model shows what it has (a job removed meanwhile, or ZooKeeper unreachable).
    */
-  async configCaughtUp(job: string, version: number): Promise<void> {
-    await this.caughtUp(job, (watch) => (watch.configVersion ?? -1) >= version);
+  async configCaughtUp(job: string, stamp: ConfigStamp): Promise<void> {
+    await this.caughtUp(job, (watch) => holds(watch.configStamp, stamp));
   }
 
-  /** Waits, as {@link configCaughtUp}, until the model shows item `item` of `job` disabled or not; at once while its items are not watched. */
-  async itemCaughtUp(job: string, item: number, disabled: boolean): Promise<void> {
-    await this.caughtUp(job, (watch) => {
-      const shown = watch.itemDisabled(item);
-      return shown === undefined || shown === disabled;
-    });
+  /**
+   * Waits, as {@link configCaughtUp}, until the model holds the config `stamp` (the total the item
+   * was checked against) and shows item `item` of `job` disabled or not. Another operator's switch
+   * of the same item meanwhile makes it wait out the bound.
+   */
+  async itemCaughtUp(job: string, item: number, disabled: boolean, stamp: ConfigStamp): Promise<void> {
+    await this.caughtUp(job, async (watch) => holds(watch.configStamp, stamp) && (await watch.itemShows(item, disabled)));
   }
 
-  private async caughtUp(job: string, shows: (watch: JobWatch) => boolean): Promise<void> {
-    if (!this.starting || this.closing) return;
-    await this.starting.catch(() => undefined);
-    const deadline = Date.now() + CATCH_UP_MS;
-    for (let watch = this.watches.get(job); watch && !shows(watch) && Date.now() < deadline; watch = this.watches.get(job)) {
-      await sleep(CATCH_UP_POLL_MS);
+  private async caughtUp(job: string, shows: (watch: JobWatch) => boolean | Promise<boolean>): Promise<void> {
+    if (!this.starting) return;
+    // A monotonic deadline: a wall clock stepped back would stretch the wait.
+    const deadline = performance.now() + CATCH_UP_MS;
+    const left = () => deadline - performance.now();
+    await within(this.starting.catch(() => undefined), CATCH_UP_MS);
+    const watched = isValidJobName(job) && (!this.only || this.only.has(job));
+    while (watched && !this.closing && left() > 0) {
+      const watch = this.watches.get(job);
+      if (watch && (await within(Promise.resolve(shows(watch)), left()))) return;
+      await sleep(Math.min(CATCH_UP_POLL_MS, Math.max(0, left())));
     }
   }
 

@@ -216,21 +216,32 @@ describe('the read model and admin operations on hand-written nodes', () => {
   it('shows its own writes in the next read: a switch or an update returns once the read model has it', async () => {
     // Started and watching the job and its items: reads answer from memory from now on.
     expect((await admin.getJob('good')).items.map((i) => i.status)).not.toContain('DISABLED');
+    // Each write returns as soon as the model has it, not at the end of the bound.
+    const timed = async <T>(write: Promise<T>): Promise<T> => {
+      const from = Date.now();
+      const result = await write;
+      expect(Date.now() - from).toBeLessThan(CATCH_UP_MS / 2);
+      return result;
+    };
     for (let round = 0; round < 5; round++) {
-      await admin.disableJob('good');
+      expect(await timed(admin.disableJob('good'))).toEqual({ changed: true });
       expect((await admin.getJob('good')).status).toBe('DISABLED');
-      await admin.enableJob('good');
+      await timed(admin.enableJob('good'));
       expect((await admin.getJob('good')).config.disabled).toBe(false);
-      await admin.disableItem('good', 1);
+      expect(await timed(admin.disableItem('good', 1))).toEqual({ changed: true });
       expect((await admin.getJob('good')).items[1].status).toBe('DISABLED');
-      await admin.enableItem('good', '1');
+      await timed(admin.enableItem('good', '1'));
       expect((await admin.getJob('good')).items[1].status).not.toBe('DISABLED');
     }
-    await admin.updateConfig('good', { description: 'seen at once' });
+    await timed(admin.updateConfig('good', { description: 'seen at once' }));
     expect((await admin.getJob('good')).config.description).toBe('seen at once');
-    // A version the model never reaches (a job removed and created again starts over at 0): the wait is bounded.
+    // A job created while the model runs: listed and read by the time the creation returns.
+    await timed(admin.createJob({ name: 'made-now', type: 'SCRIPT', cron: '0/5 * * * * ?', shardingTotalCount: 1, script: { command: ['/bin/true'] } }));
+    expect((await admin.getJob('made-now')).config.type).toBe('SCRIPT');
+    // A write the model never reaches (here a version far ahead): the wait is bounded.
+    const { stat } = await writer.get(paths.jobConfig('good'));
     const waitedFrom = Date.now();
-    await admin.readModel().configCaughtUp('good', 1_000_000);
+    await admin.readModel().configCaughtUp('good', { version: 1_000_000, ctimeMs: stat.ctimeMs });
     expect(Date.now() - waitedFrom).toBeGreaterThanOrEqual(CATCH_UP_MS - 20);
     expect(Date.now() - waitedFrom).toBeLessThan(CATCH_UP_MS + 2_000);
   });

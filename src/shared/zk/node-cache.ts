@@ -72,9 +72,10 @@ export class NodeCache<T> extends WatchedCache<NodeCacheEvents<T>> {
     return this.valueState !== undefined;
   }
 
-  /** The data version of what was last read; undefined while the node is absent (or not read yet). */
-  get version(): number | undefined {
-    return this.valueState?.version;
+  /** The data version and creation time of what was last read; undefined while the node is absent (or not read yet). */
+  get stamp(): { version: number; ctimeMs: number } | undefined {
+    const state = this.valueState;
+    return state && { version: state.version, ctimeMs: state.ctimeMs };
   }
 
   protected async load(): Promise<void> {
