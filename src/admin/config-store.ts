@@ -1,26 +1,15 @@
 import { jobConfigCodec, type JobConfig } from '../shared/config/job-config';
 import { ErrorCodes, hasCode } from '../shared/errors';
 import { assertJobName, registryPaths } from '../shared/registry/registry-paths';
-import type { ZkClient } from '../shared/zk';
+import type { NodeStamp, ZkClient } from '../shared/zk';
 import { conflict, jobNotFound } from './admin-errors';
 
 /** Read-modify-write attempts before giving up with CONFLICT: each failed one means someone else wrote. */
 const MAX_ATTEMPTS = 10;
 
-/**
- * Which write of a config node a reader holds: its data version, and the node's creation time,
- * since a node created again starts over at version 0.
- */
-export interface ConfigStamp {
-  readonly version: number;
-  readonly ctimeMs: number;
-}
-
-/** A job's stored config and the data version it was read at. */
-export interface StoredConfig {
+/** A job's stored config and the write of its node it was read at. */
+export interface StoredConfig extends NodeStamp {
   readonly config: JobConfig;
-  readonly version: number;
-  readonly ctimeMs: number;
 }
 
 /**
@@ -47,7 +36,7 @@ export interface ConfigRewrite {
   /** False when `change` asked for no write (the config already said so). */
   readonly changed: boolean;
   /** The write that holds `config`: what a watch of the node must reach to show it. */
-  readonly stamp: ConfigStamp;
+  readonly stamp: NodeStamp;
 }
 
 /**
@@ -59,11 +48,11 @@ export interface ConfigRewrite {
  */
 export async function rewriteJobConfig(zk: ZkClient, job: string, change: (config: JobConfig) => JobConfig | undefined): Promise<ConfigRewrite> {
   for (let attempt = 1; ; attempt += 1) {
-    const { config, version, ctimeMs } = await readJobConfig(zk, job);
+    const { config, ...stamp } = await readJobConfig(zk, job);
     const next = change(config);
-    if (next === undefined) return { config, changed: false, stamp: { version, ctimeMs } };
+    if (next === undefined) return { config, changed: false, stamp };
     try {
-      const stat = await zk.set(registryPaths.jobConfig(job), jobConfigCodec.encode(next), version);
+      const stat = await zk.set(registryPaths.jobConfig(job), jobConfigCodec.encode(next), stamp.version);
       return { config: next, changed: true, stamp: { version: stat.version, ctimeMs: stat.ctimeMs } };
     } catch (err) {
       if (hasCode(err, ErrorCodes.ZK_NO_NODE)) throw jobNotFound(job);

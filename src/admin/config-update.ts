@@ -1,7 +1,7 @@
 import { jobConfigShape, parseJobConfig, type JobConfig } from '../shared/config/job-config';
 import { ConfigError, ErrorCodes, type FieldIssue } from '../shared/errors';
-import type { ZkClient } from '../shared/zk';
-import { rewriteJobConfig, type ConfigStamp } from './config-store';
+import type { NodeStamp, ZkClient } from '../shared/zk';
+import { rewriteJobConfig } from './config-store';
 
 /** Fields that identify a job: an update may repeat them, never change them. */
 const FIXED_FIELDS = ['name', 'type'] as const;
@@ -59,7 +59,7 @@ export function applyConfigUpdate(stored: JobConfig, update: unknown): JobConfig
  * Throws JOB_NOT_FOUND, INVALID_CONFIG (every bad field), CORRUPT_DATA (the stored config is
  * unreadable: fix it by hand, or re-register the job with overwrite), CONFLICT.
  */
-export async function updateJobConfig(zk: ZkClient, job: string, update: unknown): Promise<{ config: JobConfig; stamp: ConfigStamp }> {
+export async function updateJobConfig(zk: ZkClient, job: string, update: unknown): Promise<{ config: JobConfig; stamp: NodeStamp }> {
   const { config, stamp } = await rewriteJobConfig(zk, job, (stored) => {
     const next = applyConfigUpdate(stored, update);
     // Both are in canonical field order: an update that changes nothing writes nothing.

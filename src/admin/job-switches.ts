@@ -6,9 +6,9 @@
 import { toJobConfig } from '../shared/config/job-config';
 import { ErrorCodes, hasCode } from '../shared/errors';
 import { registryPaths } from '../shared/registry/registry-paths';
-import type { ZkClient } from '../shared/zk';
+import type { NodeStamp, ZkClient } from '../shared/zk';
 import { jobNotFound, notFound, parseItemNumber } from './admin-errors';
-import { readJobConfig, rewriteJobConfig, type ConfigStamp } from './config-store';
+import { readJobConfig, rewriteJobConfig } from './config-store';
 
 /** What a switch did: `changed` is false when the job or item already was in that state. */
 export interface SwitchResult {
@@ -17,7 +17,7 @@ export interface SwitchResult {
 
 /** A switch with the config write it saw or made: what a read model must have read to show the switch. */
 export interface StampedSwitch extends SwitchResult {
-  readonly configStamp: ConfigStamp;
+  readonly configStamp: NodeStamp;
 }
 
 /**
@@ -38,8 +38,7 @@ export async function setJobDisabled(zk: ZkClient, job: string, disabled: boolea
  */
 export async function setItemDisabled(zk: ZkClient, job: string, itemValue: unknown, disabled: boolean): Promise<StampedSwitch & { item: number }> {
   const item = parseItemNumber(itemValue);
-  const { config, version, ctimeMs } = await readJobConfig(zk, job);
-  const configStamp = { version, ctimeMs };
+  const { config, ...configStamp } = await readJobConfig(zk, job);
   if (item >= config.shardingTotalCount) {
     throw notFound(`Job ${JSON.stringify(job)} has no item ${item}: its items are 0 to ${config.shardingTotalCount - 1}`, { job, item, shardingTotalCount: config.shardingTotalCount });
   }

@@ -5,7 +5,7 @@ import { fireLedgerCodec, type FireLedger } from '../shared/registry/fire-ledger
 import type { InstanceDirectory } from '../shared/registry/instance-directory';
 import { registryPaths } from '../shared/registry/registry-paths';
 import { decodeRunningNode } from '../shared/registry/running-node';
-import { ChildrenCache, NodeCache, type ChildEntry, type ZkClient } from '../shared/zk';
+import { ChildrenCache, NodeCache, type ChildEntry, type NodeStamp, type ZkClient } from '../shared/zk';
 import type { DataProblems } from './data-problems';
 import type { ItemSnapshot, JobSnapshot, LiveInstanceEntry } from './job-status';
 
@@ -171,7 +171,7 @@ export class JobWatch {
   }
 
   /** Which write of the config node was last read; undefined while it is absent or not read yet. */
-  get configStamp(): { version: number; ctimeMs: number } | undefined {
+  get configStamp(): NodeStamp | undefined {
     return this.configCache.stamp;
   }
 

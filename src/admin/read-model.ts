@@ -2,10 +2,9 @@ import { ErrorCodes, ShardcronError } from '../shared/errors';
 import { silentLogger, type Logger } from '../shared/logger';
 import { assertJobName, isValidJobName, registryPaths } from '../shared/registry/registry-paths';
 import { InstanceDirectory } from '../shared/registry/instance-directory';
-import { ChildrenCache, sleep, type ZkClient } from '../shared/zk';
+import { ChildrenCache, sleep, stampReaches, type NodeStamp, type ZkClient } from '../shared/zk';
 import { within } from '../shared/concurrency';
 import { jobNotFound } from './admin-errors';
-import type { ConfigStamp } from './config-store';
 import { DataProblems, type DataProblem } from './data-problems';
 import { summarizeInstances, type InstanceSummary } from './instance-summary';
 import type { ItemRun } from '../shared/registry/item-records';
@@ -19,11 +18,6 @@ export const ITEM_IDLE_MS = 5 * 60_000;
 export const CATCH_UP_MS = 2_000;
 /** How often that wait looks. */
 const CATCH_UP_POLL_MS = 5;
-
-/** Whether a cache's config `read` is the write `written` or a later one (of the same node, or of a node created after it). */
-function holds(read: ConfigStamp | undefined, written: ConfigStamp): boolean {
-  return read !== undefined && (read.ctimeMs > written.ctimeMs || (read.ctimeMs === written.ctimeMs && read.version >= written.version));
-}
 
 /** Options of {@link ReadModel}. */
 export interface ReadModelOptions {
@@ -148,8 +142,8 @@ export class ReadModel {
    * read loads what is stored), and after {@link CATCH_UP_MS} at most, start-up included: then the
    * model shows what it has (a job removed meanwhile, or ZooKeeper unreachable).
    */
-  async configCaughtUp(job: string, stamp: ConfigStamp): Promise<void> {
-    await this.caughtUp(job, (watch) => holds(watch.configStamp, stamp));
+  async configCaughtUp(job: string, stamp: NodeStamp): Promise<void> {
+    await this.caughtUp(job, (watch) => stampReaches(watch.configStamp, stamp));
   }
 
   /**
@@ -157,8 +151,8 @@ export class ReadModel {
    * was checked against) and shows item `item` of `job` disabled or not. Another operator's switch
    * of the same item meanwhile makes it wait out the bound.
    */
-  async itemCaughtUp(job: string, item: number, disabled: boolean, stamp: ConfigStamp): Promise<void> {
-    await this.caughtUp(job, async (watch) => holds(watch.configStamp, stamp) && (await watch.itemShows(item, disabled)));
+  async itemCaughtUp(job: string, item: number, disabled: boolean, stamp: NodeStamp): Promise<void> {
+    await this.caughtUp(job, async (watch) => stampReaches(watch.configStamp, stamp) && (await watch.itemShows(item, disabled)));
   }
 
   private async caughtUp(job: string, shows: (watch: JobWatch) => boolean | Promise<boolean>): Promise<void> {

@@ -33,6 +33,20 @@ export interface NodeCacheEvents<T> {
 }
 
 /**
+ * Which write of a node something read or made: its data version, and the node's creation time,
+ * since a node created again starts over at version 0.
+ */
+export interface NodeStamp {
+  readonly version: number;
+  readonly ctimeMs: number;
+}
+
+/** Whether `read` is the write `written` or a later one: of the same node, or of a node created after it. */
+export function stampReaches(read: NodeStamp | undefined, written: NodeStamp): boolean {
+  return read !== undefined && (read.ctimeMs > written.ctimeMs || (read.ctimeMs === written.ctimeMs && read.version >= written.version));
+}
+
+/**
  * Mirrors one node's data, like Curator's NodeCache: absent nodes are watched for creation,
  * watches are re-armed on every read, and a reconnect or new session triggers a full re-read.
  */
@@ -72,8 +86,8 @@ export class NodeCache<T> extends WatchedCache<NodeCacheEvents<T>> {
     return this.valueState !== undefined;
   }
 
-  /** The data version and creation time of what was last read; undefined while the node is absent (or not read yet). */
-  get stamp(): { version: number; ctimeMs: number } | undefined {
+  /** Which write of the node was last read; undefined while the node is absent (or not read yet). */
+  get stamp(): NodeStamp | undefined {
     const state = this.valueState;
     return state && { version: state.version, ctimeMs: state.ctimeMs };
   }
